@@ -1,0 +1,101 @@
+/*
+ * vipl_ext.h - extensions to VIPL 1.0 made by this library.
+ *
+ * The same rules as <vipl.h> apply: return codes, thread safe,
+ * async-signal-unsafe, nothing inherited across fork().
+ */
+#ifndef VIPL_EXT_H
+#define VIPL_EXT_H
+
+#include <vipl.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------ new return codes */
+
+/*
+ * A blocking call (SendWait, RecvWait, CQWait, ConnectWait, ConnectRequest,
+ * ConnectPeerWait) slept and a signal handler ran.  The call gave up;
+ * anything that completed meanwhile is returned by the next Done or Wait.  A
+ * handler that runs during the short spin that precedes sleeping
+ * (VIPL_SPIN_US) does not end the call.
+ */
+#define VIP_INTERRUPTED ((VIP_RETURN)17)
+
+/*
+ * A VIPL function was called from a signal handler that interrupted a VIPL
+ * call on the same thread.  Nothing was done.
+ */
+#define VIP_ERROR_REENTERED ((VIP_RETURN)18)
+
+/* Name of a return code ("VIP_SUCCESS"...), or "VIP_UNKNOWN". Never NULL. */
+const char *VipReturnString(VIP_RETURN Code);
+
+/* ------------------------------------------------------ waitable descriptors */
+
+/*
+ * Returns a file descriptor that poll/select/epoll report readable when the
+ * VI has a completed descriptor on either queue, or has left the Connected
+ * state.  The descriptor belongs to the VI: do not close it or read it.
+ *
+ * Use: call Done until it returns VIP_NOT_DONE, then wait for the fd.  A
+ * Done that returns VIP_NOT_DONE re-arms the fd; the fd may stay readable
+ * until then (a spurious wake-up is possible, a missed one is not).
+ * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_ERROR_RESOURCE.
+ */
+VIP_RETURN VipGetViWaitFd(IN VIP_VI_HANDLE ViHandle, OUT int *Fd);
+
+/* The same for a completion queue: readable when VipCQDone would return an entry. */
+VIP_RETURN VipGetCQWaitFd(IN VIP_CQ_HANDLE CQHandle, OUT int *Fd);
+
+/* ---------------------------------------------------------------- counters */
+
+typedef struct {
+    VIP_UINT64 SendsPosted;
+    VIP_UINT64 RecvsCompleted;
+    VIP_UINT64 BytesSent;
+    VIP_UINT64 BytesReceived;
+    VIP_UINT64 CopySends;     /* COPY-SEND-COPY path */
+    VIP_UINT64 GetSends;      /* SEND-GET path (single copy by the receiver) */
+    VIP_UINT64 PipelineSends; /* copy path used because cross-memory attach is refused */
+    VIP_UINT64 DoorbellsRung; /* system calls made to wake the peer or a local waiter */
+    VIP_UINT64 SpinWins;      /* waits satisfied while spinning (no sleep) */
+    VIP_UINT64 Sleeps;        /* waits that slept in the kernel */
+} VIP_VI_COUNTERS;
+
+/* Counters of a VI since it was created.  Returns VIP_SUCCESS, VIP_INVALID_PARAMETER. */
+VIP_RETURN VipQueryViCounters(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_COUNTERS *Counters);
+
+/* ------------------------------------------------------- introspection */
+
+typedef struct {
+    const char *Name;    /* "shm" */
+    const char *Devices; /* device names it opens, e.g. "shm0" */
+    const char *Summary;
+} VIP_PROVIDER_INFO;
+
+/* Number of providers built in, and each one's description (Index from 0). */
+VIP_ULONG VipProviderCount(void);
+VIP_RETURN VipProviderInfo(IN VIP_ULONG Index, OUT VIP_PROVIDER_INFO *Info);
+
+typedef struct {
+    const char *Name;         /* key, e.g. "SPIN_US"; environment variable VIPL_<Name> */
+    const char *DefaultValue; /* as text */
+    const char *Value;        /* in effect in this process */
+    const char *Help;
+} VIP_CONFIG_INFO;
+
+/*
+ * Configuration keys, read once from VIPL_* environment variables when the
+ * library is first used.  The strings live as long as the process.
+ */
+VIP_ULONG VipConfigCount(void);
+VIP_RETURN VipConfigInfo(IN VIP_ULONG Index, OUT VIP_CONFIG_INFO *Info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VIPL_EXT_H */

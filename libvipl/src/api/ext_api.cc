@@ -1,0 +1,114 @@
+// Extensions: wait descriptors, counters, return-code names, introspection.
+#include "api/entry.h"
+#include "core/log.h"
+#include "core/config.h"
+#include "core/cq.h"
+#include "core/vi.h"
+#include "core/wait.h"
+#include "prov/provider.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+namespace vipl {
+extern "C" {
+
+const char *VipReturnString(VIP_RETURN Code) {
+    static const char *const names[] = {
+        "VIP_SUCCESS",          "VIP_NOT_DONE",       "VIP_INVALID_PARAMETER",
+        "VIP_ERROR_RESOURCE",   "VIP_TIMEOUT",        "VIP_REJECT",
+        "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU", "VIP_INVALID_QOS",
+        "VIP_INVALID_PTAG",     "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR",
+        "VIP_INVALID_STATE",    "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH",
+        "VIP_NOT_REACHABLE",    "VIP_ERROR_NOT_SUPPORTED", "VIP_INTERRUPTED",
+        "VIP_ERROR_REENTERED"};
+    unsigned c = static_cast<unsigned>(Code);
+    return c < sizeof names / sizeof names[0] ? names[c] : "VIP_UNKNOWN";
+}
+
+VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !Fd) return VIP_INVALID_PARAMETER;
+        std::lock_guard<Mutex> g(vi->lock);
+        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        if (vi->user_fd < 0) {
+            int ep = epoll_create1(EPOLL_CLOEXEC);
+            if (ep < 0) {
+                VIPL_LOG(error, "VipGetViWaitFd: epoll_create1: %s", strerror(errno));
+                return VIP_ERROR_RESOURCE;
+            }
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            epoll_ctl(ep, EPOLL_CTL_ADD, vi->efd, &ev);
+            pollfd fds[4];
+            int n = vi->prov ? vi->nic->ops->vi->wait_fds(vi, fds, 4) : 0;
+            for (int i = 0; i < n; ++i) {
+                ev.events = EPOLLIN | EPOLLRDHUP;
+                epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
+            }
+            vi->user_fd = ep;
+        }
+        vi->fd_mode.store(true);
+        // Make the fd truthful from now on: readable if something is already there.
+        vi_arm(vi);
+        vi_progress(vi);
+        if (vi->sq.head != vi->sq.visible || vi->rq.head != vi->rq.visible ||
+            (vi->prov && vi->nic->ops->vi->pending(vi))) {
+            vi->kicked.store(false);
+            vi_wake(vi);
+        }
+        *Fd = vi->user_fd;
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipGetCQWaitFd(VIP_CQ_HANDLE CQHandle, int *Fd) {
+    return api_call([&] {
+        Cq *cq = find_cq(CQHandle);
+        if (!cq || !Fd) return VIP_INVALID_PARAMETER;
+        cq->fd_mode.store(true);
+        cq_rearm_for_fd(cq);
+        *Fd = cq->epfd;
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_VI_COUNTERS *Counters) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !Counters) return VIP_INVALID_PARAMETER;
+        std::lock_guard<Mutex> g(vi->lock);
+        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        *Counters = vi->counters;
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_ULONG VipProviderCount(void) { return provider_count(); }
+
+VIP_RETURN VipProviderInfo(VIP_ULONG Index, VIP_PROVIDER_INFO *Info) {
+    if (!Info || Index >= provider_count()) return VIP_INVALID_PARAMETER;
+    const ProviderOps *p = provider_at(Index);
+    Info->Name = p->name;
+    Info->Devices = p->devices;
+    Info->Summary = p->summary;
+    return VIP_SUCCESS;
+}
+
+VIP_ULONG VipConfigCount(void) { return config_key_count(); }
+
+VIP_RETURN VipConfigInfo(VIP_ULONG Index, VIP_CONFIG_INFO *Info) {
+    if (!Info || Index >= config_key_count()) return VIP_INVALID_PARAMETER;
+    const ConfigKey &k = config_key(Index);
+    Info->Name = k.name;
+    Info->DefaultValue = k.default_value;
+    Info->Value = config_value_text(Index);
+    Info->Help = k.help;
+    return VIP_SUCCESS;
+}
+
+} // extern "C"
+} // namespace vipl

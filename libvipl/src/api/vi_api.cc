@@ -1,0 +1,135 @@
+// VipCreateVi, VipDestroyVi, VipQueryVi, VipSetViAttributes.
+#include "api/entry.h"
+#include "core/config.h"
+#include "core/cq.h"
+#include "core/log.h"
+#include "core/lifecycle.h"
+#include "prov/provider.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace vipl {
+
+static bool one_bit(unsigned v) { return v && !(v & (v - 1)); }
+
+// The checks VipCreateVi and VipSetViAttributes share.
+static VIP_RETURN check_attributes(Nic *nic, const VIP_VI_ATTRIBUTES &a, Ptag **ptag) {
+    const VIP_NIC_ATTRIBUTES &n = nic->attrs;
+    if (!one_bit(a.ReliabilityLevel) || !(a.ReliabilityLevel & n.ReliabilityLevelSupport))
+        return VIP_INVALID_RELIABILITY_LEVEL;
+    if (a.MaxTransferSize == 0 || a.MaxTransferSize > n.MaxTransferSize) return VIP_INVALID_MTU;
+    if (a.QoS) return VIP_INVALID_QOS;
+    *ptag = find_ptag(nic, a.Ptag);
+    if (!*ptag) return VIP_INVALID_PTAG;
+    if (a.EnableRdmaRead && !(a.ReliabilityLevel & n.RDMAReadSupport)) return VIP_INVALID_RDMAREAD;
+    return VIP_SUCCESS;
+}
+
+extern "C" {
+
+VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
+                       VIP_CQ_HANDLE SendCQHandle, VIP_CQ_HANDLE RecvCQHandle,
+                       VIP_VI_HANDLE *ViHandle) {
+    return api_call([&] {
+        Nic *nic = find_nic(NicHandle);
+        if (!nic || !ViAttribs || !ViHandle) return VIP_INVALID_PARAMETER;
+        Cq *scq = SendCQHandle ? find_cq(SendCQHandle) : nullptr;
+        Cq *rcq = RecvCQHandle ? find_cq(RecvCQHandle) : nullptr;
+        if ((SendCQHandle && (!scq || scq->nic != nic)) || (RecvCQHandle && (!rcq || rcq->nic != nic)))
+            return VIP_INVALID_PARAMETER;
+        std::lock_guard<Mutex> g(nic->lock);
+        Ptag *ptag;
+        VIP_RETURN rc = check_attributes(nic, *ViAttribs, &ptag);
+        if (rc != VIP_SUCCESS) return rc;
+        if (nic->vis.size() >= nic->attrs.MaxVI) return VIP_ERROR_RESOURCE;
+        Vi *vi = vis().alloc(config().max_vi);
+        if (!vi) return VIP_ERROR_RESOURCE;
+        vi->nic = nic;
+        vi->state.store(VIP_STATE_IDLE);
+        vi->attrs = *ViAttribs;
+        vi->ptag_id = ptag->id();
+        vi->sq = WorkQueue{};
+        vi->rq = WorkQueue{};
+        vi->sq.cq = scq;
+        vi->rq.cq = rcq;
+        vi->prov = nullptr;
+        vi->user_fd = -1;
+        vi->sleepers = 0;
+        vi->kicked = false;
+        vi->fd_mode = false;
+        vi->watched = false;
+        vi->next_liveness = 0;
+        vi->peer_pending = false;
+        vi->counters = VIP_VI_COUNTERS{};
+        vi->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (vi->efd < 0) {
+            VIPL_ERROR("VipCreateVi: eventfd: %s", strerror(errno));
+            vis().release(vi);
+            return VIP_ERROR_RESOURCE;
+        }
+        rc = nic->ops->vi->create(vi);
+        if (rc != VIP_SUCCESS) {
+            close(vi->efd);
+            vi->efd = -1;
+            vis().release(vi);
+            return rc;
+        }
+        ptag->users.fetch_add(1);
+        nic->vis.push_back(vi);
+        if (scq) cq_attach(scq, vi);
+        if (rcq) cq_attach(rcq, vi);
+        *ViHandle = ViTable::handle_of(vi);
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi) return VIP_INVALID_PARAMETER;
+        return vi_destroy(vi, ViHandle, false);
+    });
+}
+
+VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIBUTES *ViAttribs,
+                      VIP_BOOLEAN *SendQueueEmpty, VIP_BOOLEAN *RecvQueueEmpty) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi) return VIP_INVALID_PARAMETER;
+        std::lock_guard<Mutex> g(vi->lock);
+        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        if (State) *State = static_cast<VIP_VI_STATE>(vi->state.load());
+        if (ViAttribs) *ViAttribs = vi->attrs;
+        if (SendQueueEmpty) *SendQueueEmpty = vi->sq.size() == 0;
+        if (RecvQueueEmpty) *RecvQueueEmpty = vi->rq.size() == 0;
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttribs) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !ViAttribs) return VIP_INVALID_PARAMETER;
+        Nic *nic = vi->nic;
+        std::lock_guard<Mutex> ng(nic->lock);
+        std::lock_guard<Mutex> g(vi->lock);
+        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        if (vi->state.load() != VIP_STATE_IDLE) return VIP_INVALID_STATE;
+        Ptag *ptag;
+        VIP_RETURN rc = check_attributes(nic, *ViAttribs, &ptag);
+        if (rc != VIP_SUCCESS) return rc;
+        if (ptag->id() != vi->ptag_id) {
+            ptag->users.fetch_add(1);
+            if (Ptag *old = ptags().at_index(vi->ptag_id - 1)) old->users.fetch_sub(1);
+        }
+        vi->attrs = *ViAttribs;
+        vi->ptag_id = ptag->id();
+        return VIP_SUCCESS;
+    });
+}
+
+} // extern "C"
+} // namespace vipl

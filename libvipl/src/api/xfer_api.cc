@@ -1,0 +1,148 @@
+// Posting descriptors and taking completions.
+#include "api/entry.h"
+#include "core/clock.h"
+#include "core/notify.h"
+#include "core/vi.h"
+#include "core/wait.h"
+#include "prov/provider.h"
+
+namespace vipl {
+
+// Checks what can be checked before taking the VI's lock: the descriptor must
+// be readable, inside MemoryHandle's region of the VI's ptag.
+static VIP_RETURN check_location(Vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh) {
+    uint64_t a = reinterpret_cast<uint64_t>(d);
+    if (!d || (a & (VIP_DESCRIPTOR_ALIGNMENT - 1))) return VIP_INVALID_PARAMETER;
+    const RegionTable &rt = vi->nic->regions;
+    if (!rt.covers(mh, vi->ptag_id, a, sizeof(VIP_DESCRIPTOR))) return VIP_INVALID_PARAMETER;
+    uint32_t nseg = d->CS.SegCount;
+    if (nseg > 2 && nseg <= vi->nic->attrs.MaxSegmentsPerDesc &&
+        !rt.covers(mh, vi->ptag_id, a, sizeof(VIP_CONTROL_SEGMENT) + 16ull * nseg))
+        return VIP_INVALID_PARAMETER;
+    return VIP_SUCCESS;
+}
+
+static void record_regions(WqEntry &e, const VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, uint16_t op) {
+    e.regions[0] = region_index(mh);
+    e.regions[1] = e.regions[2] = ~0u;
+    uint32_t first = op == VIP_CONTROL_OP_SENDRECV ? 0 : 1;
+    uint32_t n = d->CS.SegCount;
+    uint32_t k = 1;
+    for (uint32_t i = first; i < n && k < 3; ++i, ++k) e.regions[k] = region_index((&d->DS[0] + i)->Local.Handle);
+    e.more_segments = n > first + 2 ? n - first - 2 : 0;
+}
+
+static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bool recv) {
+    Vi *vi = find_vi(h);
+    if (!vi) return VIP_INVALID_PARAMETER;
+    VIP_RETURN rc = check_location(vi, d, mh);
+    if (rc != VIP_SUCCESS) return rc;
+    Segment segs[256];
+    uint32_t max_segs = vi->nic->attrs.MaxSegmentsPerDesc;
+    std::lock_guard<Mutex> g(vi->lock);
+    if (!ViTable::still(vi, h)) return VIP_INVALID_PARAMETER;
+    int state = vi->state.load(std::memory_order_relaxed);
+    if (recv ? state == VIP_STATE_ERROR : state != VIP_STATE_CONNECTED) return VIP_INVALID_STATE;
+    PostedDesc pd;
+    uint32_t err = parse_descriptor(vi, d, recv, pd, segs, max_segs);
+    if (err) {
+        __atomic_store_n(&d->CS.Status, VIP_STATUS_DONE | err | status_op_bits(pd.op, recv),
+                         __ATOMIC_RELEASE);
+        return VIP_DESCRIPTOR_ERROR;
+    }
+    WorkQueue &q = recv ? vi->rq : vi->sq;
+    if (q.size() >= vi->nic->attrs.MaxDescriptorsPerQueue || !q.grow(vi->nic->attrs.MaxDescriptorsPerQueue))
+        return VIP_ERROR_RESOURCE;
+    d->CS.Status = 0;
+    WqEntry &e = q.at(q.tail);
+    e.desc = d;
+    e.status = 0;
+    e.length = 0;
+    e.imm = 0;
+    e.flags = 0;
+    e.op = pd.op;
+    e.p0 = e.p1 = e.p2 = 0;
+    record_regions(e, d, mh, pd.op);
+    ++q.tail;
+    const ViOps *ops = vi->nic->ops->vi;
+    if (recv) {
+        if (vi->prov) ops->post_recv(vi, &e);
+        return VIP_SUCCESS;
+    }
+    ++vi->counters.SendsPosted;
+    vi->counters.BytesSent += pd.length;
+    return ops->post_send(vi, &e, pd);
+}
+
+static VIP_RETURN set_notify(VIP_VI_HANDLE h, VIP_PVOID ctx,
+                             void (*fn)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR *),
+                             bool recv) {
+    Vi *vi = find_vi(h);
+    if (!vi || !fn) return VIP_INVALID_PARAMETER;
+    VIP_RETURN rc = notifier_start();
+    if (rc != VIP_SUCCESS) return rc;
+    std::lock_guard<Mutex> g(vi->lock);
+    if (!ViTable::still(vi, h)) return VIP_INVALID_PARAMETER;
+    WorkQueue &q = recv ? vi->rq : vi->sq;
+    q.notify = fn;
+    q.notify_context = ctx;
+    notifier_watch_vi(vi, true);
+    return VIP_SUCCESS;
+}
+
+extern "C" {
+
+VIP_RETURN VipPostSend(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
+                       VIP_MEM_HANDLE MemoryHandle) {
+    return api_call([&] { return post(ViHandle, DescriptorPtr, MemoryHandle, false); });
+}
+
+VIP_RETURN VipPostRecv(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
+                       VIP_MEM_HANDLE MemoryHandle) {
+    return api_call([&] { return post(ViHandle, DescriptorPtr, MemoryHandle, true); });
+}
+
+VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !DescriptorPtr) return VIP_INVALID_PARAMETER;
+        return vi_done(vi, ViHandle, false, DescriptorPtr);
+    });
+}
+
+VIP_RETURN VipRecvDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !DescriptorPtr) return VIP_INVALID_PARAMETER;
+        return vi_done(vi, ViHandle, true, DescriptorPtr);
+    });
+}
+
+VIP_RETURN VipSendWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !DescriptorPtr) return VIP_INVALID_PARAMETER;
+        return vi_wait(vi, ViHandle, false, deadline_after_ms(Timeout), DescriptorPtr);
+    });
+}
+
+VIP_RETURN VipRecvWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR **DescriptorPtr) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !DescriptorPtr) return VIP_INVALID_PARAMETER;
+        return vi_wait(vi, ViHandle, true, deadline_after_ms(Timeout), DescriptorPtr);
+    });
+}
+
+VIP_RETURN VipSendNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context,
+                         void (*Handler)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR *)) {
+    return api_call([&] { return set_notify(ViHandle, Context, Handler, false); });
+}
+
+VIP_RETURN VipRecvNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context,
+                         void (*Handler)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR *)) {
+    return api_call([&] { return set_notify(ViHandle, Context, Handler, true); });
+}
+
+} // extern "C"
+} // namespace vipl

@@ -1,0 +1,33 @@
+#include "core/log.h"
+
+#include "core/config.h"
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+
+namespace vipl {
+
+bool log_enabled(LogLevel level) { return static_cast<int>(level) <= config().log_level; }
+
+void log_line(LogLevel level, const char *fmt, ...) {
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    int saved_errno = errno;
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "vipl[%d]: %s: ", static_cast<int>(getpid()),
+                     names[static_cast<int>(level)]);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = n + (m < 0 ? 0 : (static_cast<size_t>(m) < sizeof buf - n - 1 ? m : sizeof buf - n - 2));
+    buf[len++] = '\n';
+    // One write() so lines of concurrent processes do not interleave.
+    ssize_t w = write(STDERR_FILENO, buf, len);
+    (void)w;
+    errno = saved_errno;
+}
+
+} // namespace vipl

@@ -1,0 +1,20 @@
+// Logging: one line per event to stderr, prefixed "vipl: ", filtered by VIPL_LOG_LEVEL.
+#pragma once
+
+namespace vipl {
+
+enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+
+bool log_enabled(LogLevel level);
+void log_line(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+} // namespace vipl
+
+#define VIPL_LOG(level, ...)                                                                      \
+    do {                                                                                          \
+        if (::vipl::log_enabled(::vipl::LogLevel::level)) ::vipl::log_line(::vipl::LogLevel::level, __VA_ARGS__); \
+    } while (0)
+#define VIPL_ERROR(...) VIPL_LOG(error, __VA_ARGS__)
+#define VIPL_WARN(...) VIPL_LOG(warn, __VA_ARGS__)
+#define VIPL_INFO(...) VIPL_LOG(info, __VA_ARGS__)
+#define VIPL_DEBUG(...) VIPL_LOG(debug, __VA_ARGS__)

@@ -1,0 +1,227 @@
+// The generic VIPL objects: NIC, protection tag, region table, VI with its
+// two work queues, completion queue, pending connection request.
+#pragma once
+
+#include "core/handles.h"
+#include "core/mutex.h"
+
+#include <vipl.h>
+#include <vipl_ext.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace vipl {
+
+struct ProviderOps;
+struct Nic;
+struct Vi;
+struct Cq;
+
+// ------------------------------------------------------------- regions
+
+enum RegionFlags : uint32_t {
+    kRegionLive = 1,
+    kRegionRdmaWrite = 2,
+    kRegionRdmaRead = 4,
+};
+
+// One registered region.  The table lives in a memfd so a provider can map
+// it read-only into peers that check RDMA against it (same host).
+struct RegionEntry {
+    std::atomic<uint32_t> seq; // seqlock, odd while the entry changes
+    uint32_t gen;              // generation in the handle, 1..4095
+    uint64_t base;
+    uint64_t length;
+    uint32_t ptag; // ptag id
+    std::atomic<uint32_t> flags;
+};
+static_assert(sizeof(RegionEntry) == 32);
+
+constexpr uint32_t kRegionIndexBits = 20;
+constexpr uint32_t kRegionIndexMask = (1u << kRegionIndexBits) - 1;
+inline uint32_t region_index(VIP_MEM_HANDLE h) { return h & kRegionIndexMask; }
+inline uint32_t region_gen(VIP_MEM_HANDLE h) { return h >> kRegionIndexBits; }
+
+class RegionTable {
+public:
+    bool init(uint32_t max_regions);
+    void destroy();
+
+    // Entry named by handle if live (no lock; entries never move).
+    const RegionEntry *find(VIP_MEM_HANDLE h) const {
+        uint32_t i = region_index(h);
+        if (i >= max_) return nullptr;
+        const RegionEntry *e = &entries_[i];
+        if (!(e->flags.load(std::memory_order_acquire) & kRegionLive) || e->gen != region_gen(h))
+            return nullptr;
+        return e;
+    }
+    // Does the live region h, of ptag, contain [addr, addr+len)?
+    bool covers(VIP_MEM_HANDLE h, uint32_t ptag, uint64_t addr, uint64_t len) const {
+        const RegionEntry *e = find(h);
+        return e && e->ptag == ptag && addr >= e->base && len <= e->length &&
+               addr - e->base <= e->length - len;
+    }
+
+    VIP_RETURN add(uint64_t base, uint64_t len, uint32_t ptag, uint32_t flags, VIP_MEM_HANDLE *out);
+    void remove(VIP_MEM_HANDLE h);
+    void set(VIP_MEM_HANDLE h, uint32_t ptag, uint32_t flags);
+    void set_live(VIP_MEM_HANDLE h, bool live);
+
+    int fd() const { return fd_; }
+    size_t map_size() const { return static_cast<size_t>(max_) * sizeof(RegionEntry); }
+    uint32_t max() const { return max_; }
+    uint64_t bytes() const { return bytes_; }
+    uint32_t count() const { return count_; }
+
+private:
+    RegionEntry *entries_ = nullptr;
+    uint32_t max_ = 0;
+    uint32_t next_ = 0;
+    uint32_t count_ = 0;
+    uint64_t bytes_ = 0;
+    std::vector<uint32_t> free_;
+    int fd_ = -1;
+};
+
+// -------------------------------------------------------------- NIC
+
+using ErrorHandler = void (*)(VIP_PVOID, VIP_ERROR_DESCRIPTOR *);
+
+struct Nic : Object {
+    Mutex lock;
+    const ProviderOps *ops = nullptr;
+    void *prov = nullptr; // provider state
+    VIP_NIC_ATTRIBUTES attrs{};
+    uint8_t address[32]{};
+    RegionTable regions;
+    uint32_t ptags = 0;
+    std::vector<Vi *> vis; // under lock
+    std::vector<Cq *> cqs; // under lock
+    Mutex error_lock; // guards the three below
+    ErrorHandler error_handler = nullptr;
+    VIP_PVOID error_context = nullptr;
+    std::deque<VIP_ERROR_DESCRIPTOR> errors; // waiting for the notification thread
+};
+
+struct Ptag : Object {
+    Nic *nic = nullptr;
+    std::atomic<uint32_t> users{0}; // VIs and regions using it
+    uint32_t id() const { return index + 1; }
+};
+
+// ----------------------------------------------------------- work queues
+
+enum WqFlags : uint16_t {
+    kWqDone = 1,     // completed (maybe not yet visible: an earlier entry is not done)
+    kWqStarted = 2,  // handed to the transport
+    kWqImm = 4,      // ImmediateData valid in the completion
+    kWqProv1 = 0x100, // free for the provider
+    kWqProv2 = 0x200,
+    kWqProv3 = 0x400,
+};
+
+struct WqEntry {
+    VIP_DESCRIPTOR *desc;
+    uint32_t status; // completion status (VIP_STATUS_*), set with kWqDone
+    uint32_t length;
+    uint32_t imm;
+    uint16_t flags;
+    uint16_t op;            // VIP_CONTROL_OP_*
+    uint32_t regions[3];    // regions it uses (for deregistration), ~0u = none
+    uint32_t more_segments; // segments beyond those recorded in regions[]
+    uint64_t p0, p1, p2;    // provider's bookkeeping
+};
+
+// FIFO of descriptors.  [head, visible) completed and written back;
+// [visible, tail) outstanding.  `cursor` is the provider's own position.
+struct WorkQueue {
+    std::vector<WqEntry> ring; // power-of-two capacity, grows up to the limit
+    uint64_t head = 0, visible = 0, cursor = 0, tail = 0;
+    Cq *cq = nullptr;
+    bool cq_backlog = false; // a completion waits for room in the CQ
+    void (*notify)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR *) = nullptr;
+    VIP_PVOID notify_context = nullptr;
+
+    uint64_t size() const { return tail - head; }
+    WqEntry &at(uint64_t i) { return ring[i & (ring.size() - 1)]; }
+    bool grow(uint32_t limit);
+};
+
+// --------------------------------------------------------------- VI
+
+struct Vi : Object {
+    Mutex lock;
+    Nic *nic = nullptr;
+    std::atomic<int> state{VIP_STATE_IDLE};
+    VIP_VI_ATTRIBUTES attrs{};
+    uint32_t ptag_id = 0;
+    WorkQueue sq, rq;
+    void *prov = nullptr; // provider endpoint
+
+    // Waiting.  efd is this VI's doorbell: peers and local threads write it.
+    int efd = -1;
+    int user_fd = -1; // epoll fd handed out by VipGetViWaitFd
+    std::atomic<int> sleepers{0};
+    std::atomic<bool> kicked{false};
+    std::atomic<bool> fd_mode{false};
+    std::atomic<bool> watched{false}; // in the notification thread's set
+    uint64_t next_liveness = 0;
+
+    // Peer-to-peer connection in progress (provider state in prov).
+    bool peer_pending = false;
+
+    VIP_VI_COUNTERS counters{};
+};
+
+// ---------------------------------------------------------------- CQ
+
+struct CqEntry {
+    VIP_VI_HANDLE vi;
+    VIP_BOOLEAN recv;
+};
+
+struct Cq : Object {
+    Mutex lock;
+    Nic *nic = nullptr;
+    std::vector<CqEntry> ring;
+    uint64_t head = 0, tail = 0;
+    uint32_t capacity = 0;
+    std::vector<Vi *> members;    // under lock
+    std::vector<Vi *> backlogged; // VIs whose completions wait for room, under lock
+    std::shared_ptr<const std::vector<Vi *>> snapshot; // members, read without the lock
+    int efd = -1;  // kicked when an entry is added and somebody sleeps
+    int epfd = -1; // efd plus every member's fds: what waiters and users poll
+    std::atomic<int> sleepers{0};
+    std::atomic<bool> kicked{false};
+    std::atomic<bool> fd_mode{false};
+    void (*notify)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_BOOLEAN) = nullptr;
+    VIP_PVOID notify_context = nullptr;
+};
+
+// ------------------------------------------------- connection requests
+
+struct ConnReq : Object {
+    Nic *nic = nullptr;
+    void *prov = nullptr;
+};
+
+// ------------------------------------------------------------ tables
+
+using NicTable = HandleTable<Nic, HandleTag::nic>;
+using PtagTable = HandleTable<Ptag, HandleTag::ptag>;
+using ViTable = HandleTable<Vi, HandleTag::vi>;
+using CqTable = HandleTable<Cq, HandleTag::cq>;
+using ConnTable = HandleTable<ConnReq, HandleTag::conn>;
+
+NicTable &nics();
+PtagTable &ptags();
+ViTable &vis();
+CqTable &cqs();
+ConnTable &conns();
+
+} // namespace vipl

@@ -1,0 +1,206 @@
+#include "core/vi.h"
+
+#include "core/config.h"
+#include "core/cq.h"
+#include "core/log.h"
+#include "core/notify.h"
+
+#include <cerrno>
+#include <cstring>
+#include <unistd.h>
+
+namespace vipl {
+
+bool WorkQueue::grow(uint32_t limit) {
+    size_t cap = ring.empty() ? 16 : ring.size() * 2;
+    if (size() >= limit) return false;
+    if (!ring.empty() && size() < ring.size()) return true;
+    std::vector<WqEntry> bigger(cap);
+    for (uint64_t i = head; i < tail; ++i) bigger[i & (cap - 1)] = at(i);
+    ring.swap(bigger);
+    return true;
+}
+
+bool is_recv_queue(const Vi *vi, const WorkQueue &q) { return &q == &vi->rq; }
+
+uint32_t status_op_bits(uint16_t op, bool recv) {
+    if (recv) return VIP_STATUS_OP_RECEIVE;
+    switch (op) {
+    case VIP_CONTROL_OP_RDMAWRITE:
+        return VIP_STATUS_OP_RDMA_WRITE;
+    case VIP_CONTROL_OP_RDMAREAD:
+        return VIP_STATUS_OP_RDMA_READ;
+    default:
+        return VIP_STATUS_OP_SEND;
+    }
+}
+
+void wq_complete(Vi *vi, WorkQueue &q, WqEntry &e, uint32_t status, uint32_t length) {
+    e.status = status | VIP_STATUS_DONE;
+    e.length = length;
+    e.flags |= kWqDone;
+    wq_advance(vi, q);
+}
+
+void wq_advance(Vi *vi, WorkQueue &q) {
+    bool recv = is_recv_queue(vi, q);
+    bool any = false;
+    while (q.visible < q.tail) {
+        WqEntry &e = q.at(q.visible);
+        if (!(e.flags & kWqDone)) break;
+        if (q.cq && !cq_push(q.cq, vi, recv)) {
+            q.cq_backlog = true;
+            break;
+        }
+        VIP_CONTROL_SEGMENT &cs = e.desc->CS;
+        if (recv || e.op == VIP_CONTROL_OP_RDMAREAD || (e.status & VIP_STATUS_ERROR_MASK))
+            cs.Length = e.length;
+        if (e.flags & kWqImm) cs.ImmediateData = e.imm;
+        // Status last: programs that watch it see the other fields first.
+        __atomic_store_n(&cs.Status, e.status, __ATOMIC_RELEASE);
+        __atomic_store_n(&q.visible, q.visible + 1, __ATOMIC_RELEASE);
+        any = true;
+    }
+    if (any) vi_wake(vi);
+}
+
+void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status) {
+    bool recv = is_recv_queue(vi, q);
+    for (uint64_t i = q.visible; i < q.tail; ++i) {
+        WqEntry &e = q.at(i);
+        if (e.flags & kWqDone) continue;
+        uint32_t err = (e.flags & kWqStarted) ? started_status : VIP_STATUS_DESC_FLUSHED_ERROR;
+        e.status = VIP_STATUS_DONE | err | status_op_bits(e.op, recv);
+        e.length = 0;
+        e.flags |= kWqDone;
+    }
+    q.cursor = q.tail;
+    wq_advance(vi, q);
+}
+
+void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err) {
+    if (notifier_post_error(nic, err)) return;
+    static const char *const names[] = {"POST_DESC",   "CONN_LOST",  "RECVQ_EMPTY",
+                                        "VI_OVERRUN",  "RDMAW_PROT", "RDMAW_DATA",
+                                        "RDMAW_ABORT", "RDMAR_PROT", "COMP_PROT",
+                                        "RDMA_TRANSPORT", "CATASTROPHIC"};
+    unsigned code = static_cast<unsigned>(err.ErrorCode);
+    VIPL_WARN("asynchronous error VIP_ERROR_%s on %s %p (no error callback registered)",
+              code < 11 ? names[code] : "?",
+              err.ResourceCode == VIP_RESOURCE_CQ ? "CQ" : "VI",
+              err.ResourceCode == VIP_RESOURCE_CQ ? err.CQHandle : err.ViHandle);
+}
+
+void vi_report(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
+    VIP_ERROR_DESCRIPTOR err{};
+    err.NicHandle = NicTable::handle_of(vi->nic);
+    err.ViHandle = ViTable::handle_of(vi);
+    err.DescriptorPtr = desc;
+    err.OpCode = op;
+    err.ResourceCode = desc ? VIP_RESOURCE_DESCRIPTOR : VIP_RESOURCE_VI;
+    err.ErrorCode = code;
+    report_error(vi->nic, err);
+}
+
+void vi_fail(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
+    int state = vi->state.load(std::memory_order_relaxed);
+    if (state == VIP_STATE_ERROR || state == VIP_STATE_IDLE) return;
+    vi->state.store(VIP_STATE_ERROR, std::memory_order_release);
+    wq_flush(vi, vi->sq, VIP_STATUS_TRANSPORT_ERROR);
+    wq_flush(vi, vi->rq, VIP_STATUS_TRANSPORT_ERROR);
+    vi_report(vi, code, desc, op);
+    // State changes make the wait fd readable even with nothing completed.
+    vi->kicked.store(false, std::memory_order_relaxed);
+    vi_wake(vi);
+}
+
+void vi_wake(Vi *vi) {
+    bool wanted = vi->sleepers.load(std::memory_order_seq_cst) > 0 ||
+                  vi->fd_mode.load(std::memory_order_relaxed) || vi->sq.notify || vi->rq.notify;
+    if (!wanted) return;
+    if (vi->kicked.exchange(true, std::memory_order_acq_rel)) return;
+    uint64_t one = 1;
+    int saved = errno;
+    ssize_t n = write(vi->efd, &one, sizeof one);
+    (void)n;
+    errno = saved;
+    ++vi->counters.DoorbellsRung;
+    for (WorkQueue *q : {&vi->sq, &vi->rq})
+        if (q->cq) cq_wake(q->cq);
+}
+
+void vi_drain(Vi *vi) {
+    vi->kicked.store(false, std::memory_order_release);
+    uint64_t v;
+    int saved = errno;
+    ssize_t n = read(vi->efd, &v, sizeof v);
+    (void)n;
+    errno = saved;
+}
+
+void vi_progress(Vi *vi) {
+    if (vi->prov) vi->nic->ops->vi->progress(vi);
+}
+
+// ------------------------------------------------------------ descriptors
+
+static inline VIP_DESCRIPTOR_SEGMENT *segment(VIP_DESCRIPTOR *d, uint32_t i) {
+    return &d->DS[0] + i;
+}
+
+uint32_t parse_descriptor(Vi *vi, VIP_DESCRIPTOR *desc, bool recv, PostedDesc &out, Segment *segs,
+                          uint32_t max_segs) {
+    const RegionTable &rt = vi->nic->regions;
+    const VIP_CONTROL_SEGMENT &cs = desc->CS;
+    uint16_t control = cs.Control;
+    uint16_t op = control & VIP_CONTROL_OP_MASK;
+    out.op = op;
+    if ((control & VIP_CONTROL_RESERVED) || op == VIP_CONTROL_OP_RESERVED) return VIP_STATUS_FORMAT_ERROR;
+    if (recv && op != VIP_CONTROL_OP_SENDRECV) return VIP_STATUS_FORMAT_ERROR;
+    uint32_t nseg = cs.SegCount;
+    out.nseg = 0;
+    out.segs = segs;
+    out.length = 0;
+    if (nseg > max_segs) return VIP_STATUS_FORMAT_ERROR;
+    uint32_t first = 0;
+    out.desc = desc;
+    out.op = op;
+    out.imm = !recv && (control & VIP_CONTROL_IMMEDIATE) && op != VIP_CONTROL_OP_RDMAREAD;
+    out.fence = !recv && (control & VIP_CONTROL_QFENCE);
+    out.imm_data = cs.ImmediateData;
+    out.raddr = 0;
+    out.rhandle = 0;
+    if (op != VIP_CONTROL_OP_SENDRECV) {
+        if (nseg < 1) return VIP_STATUS_FORMAT_ERROR;
+        const VIP_ADDRESS_SEGMENT &r = segment(desc, 0)->Remote;
+        out.raddr = r.Data.AddressBits;
+        out.rhandle = r.Handle;
+        first = 1;
+    }
+    uint64_t total = 0;
+    uint32_t n = 0;
+    for (uint32_t i = first; i < nseg; ++i) {
+        const VIP_DATA_SEGMENT &s = segment(desc, i)->Local;
+        if (s.Length == 0) continue;
+        if (!rt.covers(s.Handle, vi->ptag_id, s.Data.AddressBits, s.Length))
+            return VIP_STATUS_PROTECTION_ERROR;
+        segs[n++] = Segment{s.Data.AddressBits, s.Length};
+        total += s.Length;
+    }
+    out.nseg = n;
+    out.length = total;
+    if (total > vi->attrs.MaxTransferSize) return VIP_STATUS_LENGTH_ERROR;
+    if (!recv && total != cs.Length) return VIP_STATUS_FORMAT_ERROR;
+    return 0;
+}
+
+uint32_t recv_segments(Vi *vi, VIP_DESCRIPTOR *desc, Segment *segs, uint32_t max_segs,
+                       uint32_t *nseg, uint64_t *capacity) {
+    PostedDesc d;
+    uint32_t err = parse_descriptor(vi, desc, true, d, segs, max_segs);
+    *nseg = d.nseg;
+    *capacity = d.length;
+    return err;
+}
+
+} // namespace vipl

@@ -1,0 +1,52 @@
+// Work-queue and VI-state services of the core, used by the API layer and by
+// providers (which call them with vi->lock held).
+#pragma once
+
+#include "core/objects.h"
+#include "prov/provider.h"
+
+namespace vipl {
+
+// ------------------------------------------------------------ completions
+
+// Records the completion of entry e; written back to the descriptor (and
+// reported to the CQ) once every earlier entry of the queue has completed.
+void wq_complete(Vi *vi, WorkQueue &q, WqEntry &e, uint32_t status, uint32_t length);
+// Writes back completed entries at the front of the queue.
+void wq_advance(Vi *vi, WorkQueue &q);
+// Completes every outstanding entry of q with an error: `started_status` for
+// entries the transport had begun, VIP_STATUS_DESC_FLUSHED_ERROR for the rest.
+void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status);
+bool is_recv_queue(const Vi *vi, const WorkQueue &q);
+
+// ------------------------------------------------------------ VI state
+
+// Breaks the connection: the VI goes to the Error state, both queues are
+// flushed and the error is reported (error callback or log).
+void vi_fail(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc = nullptr, uint16_t op = 0);
+// Reports an asynchronous error without changing the VI's state.
+void vi_report(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc = nullptr, uint16_t op = 0);
+void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err);
+
+// Wakes whoever waits on the VI (a local thread, the notification thread, a
+// program polling its wait fd).  Cheap when nobody does.
+void vi_wake(Vi *vi);
+// Drains vi->efd after a wake-up.
+void vi_drain(Vi *vi);
+
+// Runs the provider's progress if the VI has a transport (lock held).
+void vi_progress(Vi *vi);
+
+// Parses and checks a descriptor posted on vi.  On a format, protection or
+// length problem returns the VIP_STATUS_* error bit; 0 when good.
+uint32_t parse_descriptor(Vi *vi, VIP_DESCRIPTOR *desc, bool recv, PostedDesc &out,
+                          Segment *segs, uint32_t max_segs);
+// Checks that the segments of a posted receive descriptor are still good and
+// copies them to segs; returns a VIP_STATUS_* error bit or 0.
+uint32_t recv_segments(Vi *vi, VIP_DESCRIPTOR *desc, Segment *segs, uint32_t max_segs,
+                       uint32_t *nseg, uint64_t *capacity);
+
+// Status word op bits for a descriptor op.
+uint32_t status_op_bits(uint16_t op, bool recv);
+
+} // namespace vipl

@@ -1,0 +1,247 @@
+#include "core/wait.h"
+
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/cq.h"
+#include "core/vi.h"
+#include "prov/provider.h"
+
+#include <cerrno>
+#include <sched.h>
+#include <sys/epoll.h>
+
+namespace vipl {
+
+PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline) {
+    for (;;) {
+        timespec ts;
+        timespec *tp = nullptr;
+        if (deadline != kNoDeadline) {
+            ts = to_timespec(deadline);
+            tp = &ts;
+        }
+        int saved = errno;
+        int r = ppoll(fds, nfds, tp, nullptr);
+        int err = errno;
+        errno = saved;
+        if (r > 0) return PollResult::ready;
+        if (r == 0) return PollResult::timeout;
+        if (err == EINTR) return PollResult::interrupted;
+        if (err != EAGAIN && err != ENOMEM) return PollResult::error;
+    }
+}
+
+void vi_arm(Vi *vi) {
+    if (vi->prov) vi->nic->ops->vi->arm(vi);
+}
+
+static bool take(WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
+    if (q.head == q.visible) return false;
+    WqEntry &e = q.at(q.head);
+    __atomic_store_n(&q.head, q.head + 1, __ATOMIC_RELAXED);
+    *out = e.desc;
+    *rc = (e.status & VIP_STATUS_ERROR_MASK) ? VIP_DESCRIPTOR_ERROR : VIP_SUCCESS;
+    return true;
+}
+
+// After a Done found nothing, a program waiting on the fd must be woken by the next event.
+static void rearm_for_fd(Vi *vi) {
+    vi_drain(vi);
+    vi_arm(vi);
+    if (vi->prov && vi->nic->ops->vi->pending(vi)) vi_wake(vi);
+}
+
+VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) {
+    std::lock_guard<Mutex> g(vi->lock);
+    if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
+    WorkQueue &q = recv ? vi->rq : vi->sq;
+    VIP_RETURN rc;
+    if (take(q, out, &rc)) return rc;
+    vi_progress(vi);
+    if (take(q, out, &rc)) return rc;
+    if (vi->fd_mode.load(std::memory_order_relaxed)) rearm_for_fd(vi);
+    return VIP_NOT_DONE;
+}
+
+static uint64_t spin_budget_ns(Vi *vi) {
+    uint64_t ns = static_cast<uint64_t>(config().spin_us) * 1000;
+    if (!ns || !vi->prov) return 0;
+    int me = sched_getcpu();
+    int peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+    return (peer >= 0 && peer == me) ? 0 : ns;
+}
+
+VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
+    VIP_RETURN rc = vi_done(vi, handle, recv, out);
+    if (rc != VIP_NOT_DONE) return rc;
+    WorkQueue &q = recv ? vi->rq : vi->sq;
+
+    if (uint64_t budget = spin_budget_ns(vi)) {
+        uint64_t end = now_ns() + budget;
+        if (deadline < end) end = deadline;
+        const ViOps *ops = vi->nic->ops->vi;
+        for (unsigned i = 0;; ++i) {
+            if (__atomic_load_n(&q.visible, __ATOMIC_ACQUIRE) != __atomic_load_n(&q.head, __ATOMIC_RELAXED) ||
+                ops->pending(vi)) {
+                rc = vi_done(vi, handle, recv, out);
+                if (rc != VIP_NOT_DONE) {
+                    ++vi->counters.SpinWins;
+                    return rc;
+                }
+            }
+            cpu_relax();
+            if ((i & 63) == 63 && now_ns() >= end) break;
+        }
+    }
+
+    for (;;) {
+        vi->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        pollfd fds[5];
+        int n = 0;
+        {
+            std::lock_guard<Mutex> g(vi->lock);
+            if (!ViTable::still(vi, handle)) {
+                vi->sleepers.fetch_sub(1);
+                return VIP_INVALID_PARAMETER;
+            }
+            vi_arm(vi);
+            vi_progress(vi);
+            if (take(q, out, &rc)) {
+                vi->sleepers.fetch_sub(1);
+                return rc;
+            }
+            fds[n++] = pollfd{vi->efd, POLLIN, 0};
+            if (vi->prov) n += vi->nic->ops->vi->wait_fds(vi, fds + n, 4);
+        }
+        ++vi->counters.Sleeps;
+        PollResult pr = poll_until(fds, n, deadline);
+        vi->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        {
+            std::lock_guard<Mutex> g(vi->lock);
+            if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
+            if (fds[0].revents & POLLIN) vi_drain(vi);
+            vi_progress(vi);
+            if (take(q, out, &rc)) return rc;
+        }
+        if (pr == PollResult::interrupted) return VIP_INTERRUPTED;
+        if (pr == PollResult::timeout || (deadline != kNoDeadline && now_ns() >= deadline))
+            return VIP_TIMEOUT;
+        if (pr == PollResult::error) return VIP_ERROR_RESOURCE;
+    }
+}
+
+// ------------------------------------------------------------------- CQs
+
+static void progress_members(Cq *cq, bool arm) {
+    std::shared_ptr<const std::vector<Vi *>> members;
+    {
+        std::lock_guard<Mutex> g(cq->lock);
+        members = cq->snapshot;
+    }
+    if (!members) return;
+    for (Vi *vi : *members) {
+        std::lock_guard<Mutex> g(vi->lock);
+        if (!vi->alive()) continue;
+        if (arm) vi_arm(vi);
+        vi_progress(vi);
+    }
+}
+
+static bool cq_take(Cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
+    CqEntry e;
+    if (!cq_pop(cq, &e)) return false;
+    *vi = e.vi;
+    *recv = e.recv;
+    return true;
+}
+
+void cq_rearm_for_fd(Cq *cq) {
+    cq_drain(cq);
+    progress_members(cq, true);
+    bool nonempty;
+    {
+        std::lock_guard<Mutex> g(cq->lock);
+        nonempty = cq->head != cq->tail;
+    }
+    if (nonempty) cq_wake(cq);
+}
+
+VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
+    if (!CqTable::still(cq, handle)) return VIP_INVALID_PARAMETER;
+    if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
+    progress_members(cq, false);
+    if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
+    if (cq->fd_mode.load(std::memory_order_relaxed)) cq_rearm_for_fd(cq);
+    return VIP_NOT_DONE;
+}
+
+static bool members_pending(Cq *cq) {
+    std::shared_ptr<const std::vector<Vi *>> members;
+    {
+        std::lock_guard<Mutex> g(cq->lock);
+        if (cq->head != cq->tail) return true;
+        members = cq->snapshot;
+    }
+    for (Vi *vi : *members)
+        if (vi->prov && vi->nic->ops->vi->pending(vi)) return true;
+    return false;
+}
+
+// Drains whatever woke us: the CQ's own doorbell and those of its members.
+static void handle_wakeups(Cq *cq) {
+    epoll_event evs[64];
+    int n = epoll_wait(cq->epfd, evs, 64, 0);
+    for (int i = 0; i < n; ++i) {
+        if (evs[i].data.u64 == 0) {
+            cq_drain(cq);
+            continue;
+        }
+        Vi *vi = vis().lookup(reinterpret_cast<void *>(evs[i].data.u64));
+        if (!vi) continue;
+        std::lock_guard<Mutex> g(vi->lock);
+        if (!vi->alive()) continue;
+        vi_drain(vi);
+        vi_progress(vi);
+    }
+}
+
+VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE *vi,
+                   VIP_BOOLEAN *recv) {
+    VIP_RETURN rc = cq_done(cq, handle, vi, recv);
+    if (rc != VIP_NOT_DONE) return rc;
+
+    uint64_t budget = static_cast<uint64_t>(config().spin_us) * 1000;
+    if (budget) {
+        uint64_t end = now_ns() + budget;
+        if (deadline < end) end = deadline;
+        for (unsigned i = 0;; ++i) {
+            if (members_pending(cq)) {
+                rc = cq_done(cq, handle, vi, recv);
+                if (rc != VIP_NOT_DONE) return rc;
+            }
+            cpu_relax();
+            if ((i & 63) == 63 && now_ns() >= end) break;
+        }
+    }
+
+    for (;;) {
+        cq->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        progress_members(cq, true);
+        if (cq_take(cq, vi, recv)) {
+            cq->sleepers.fetch_sub(1);
+            return VIP_SUCCESS;
+        }
+        pollfd fd{cq->epfd, POLLIN, 0};
+        PollResult pr = poll_until(&fd, 1, deadline);
+        cq->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        if (!CqTable::still(cq, handle)) return VIP_INVALID_PARAMETER;
+        handle_wakeups(cq);
+        if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
+        if (pr == PollResult::interrupted) return VIP_INTERRUPTED;
+        if (pr == PollResult::timeout || (deadline != kNoDeadline && now_ns() >= deadline))
+            return VIP_TIMEOUT;
+        if (pr == PollResult::error) return VIP_ERROR_RESOURCE;
+    }
+}
+
+} // namespace vipl

@@ -1,0 +1,103 @@
+// The provider interface: what a transport implements under the generic core.
+//
+// A provider fills one ProviderOps row with its NIC and VI ops tables.  Each
+// table starts with its own size; an operation a provider lacks points at a
+// shared "not supported" stub (prov/enosys.h), never at NULL.
+//
+// Locking: data-path ops (post_send, post_recv, progress) run with vi->lock
+// held.  Connection ops run without it; the core serialises them per VI with
+// the VI state.  Providers report completions and errors with the core calls
+// of core/vi.h.
+#pragma once
+
+#include "core/objects.h"
+
+#include <poll.h>
+
+namespace vipl {
+
+struct Segment {
+    uint64_t addr;
+    uint64_t len;
+};
+
+// A descriptor after the core has checked it: segments are inside regions of
+// the VI's ptag and add up to `length`.
+struct PostedDesc {
+    VIP_DESCRIPTOR *desc;
+    uint16_t op; // VIP_CONTROL_OP_*
+    bool imm;
+    bool fence;
+    uint32_t imm_data;
+    uint64_t length;
+    uint32_t nseg;
+    const Segment *segs;
+    uint64_t raddr;        // RDMA: remote address
+    VIP_MEM_HANDLE rhandle; // RDMA: remote region
+};
+
+struct NicOps {
+    size_t size;
+    // Fills nic->attrs (Name, addresses, limits) and nic->prov.
+    VIP_RETURN (*open)(Nic *nic, const char *device);
+    void (*close)(Nic *nic);
+    VIP_RETURN (*ns_by_name)(Nic *nic, const char *name, VIP_NET_ADDRESS *out, VIP_ULONG index);
+    VIP_RETURN (*ns_by_addr)(Nic *nic, const VIP_NET_ADDRESS *addr, char *name, VIP_ULONG *len);
+    VIP_RETURN (*autodiscovery)(Nic *nic, VIP_AUTODISCOVERY_LIST *list);
+    // Server side.  connect_wait blocks until deadline (ns, kNoDeadline) and
+    // returns VIP_INTERRUPTED if a signal handler ran while it slept.
+    VIP_RETURN (*connect_wait)(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline,
+                               ConnReq *req, VIP_NET_ADDRESS *remote,
+                               VIP_VI_ATTRIBUTES *remote_attrs);
+    VIP_RETURN (*connect_accept)(ConnReq *req, Vi *vi);
+    VIP_RETURN (*connect_reject)(ConnReq *req);
+    void (*conn_free)(ConnReq *req);
+};
+
+struct ViOps {
+    size_t size;
+    VIP_RETURN (*create)(Vi *vi);
+    void (*destroy)(Vi *vi);
+    VIP_RETURN (*connect_request)(Vi *vi, const VIP_NET_ADDRESS *local,
+                                  const VIP_NET_ADDRESS *remote, uint64_t deadline,
+                                  VIP_VI_ATTRIBUTES *remote_attrs);
+    VIP_RETURN (*peer_request)(Vi *vi, const VIP_NET_ADDRESS *local,
+                               const VIP_NET_ADDRESS *remote, uint64_t deadline);
+    // One step of a peer connection; VIP_NOT_DONE until it ends.  Fills
+    // fds (at most 4) with what to poll for the next step.
+    VIP_RETURN (*peer_progress)(Vi *vi, VIP_VI_ATTRIBUTES *remote_attrs, struct pollfd *fds,
+                                int *nfds, uint64_t *deadline);
+    // Drops the transport; the peer's VI sees VIP_ERROR_CONN_LOST.
+    void (*disconnect)(Vi *vi);
+
+    VIP_RETURN (*post_send)(Vi *vi, WqEntry *e, const PostedDesc &d);
+    void (*post_recv)(Vi *vi, WqEntry *e);
+    // Moves data and completes entries on both queues.
+    void (*progress)(Vi *vi);
+    // Lock-free hint for spinning: could progress find something new?
+    bool (*pending)(Vi *vi);
+    // Asks the peer to write vi->efd at its next event.
+    void (*arm)(Vi *vi);
+    // Descriptors to poll besides vi->efd while sleeping (peer hang-up...).
+    int (*wait_fds)(Vi *vi, struct pollfd *fds, int max);
+    // Publishes the CPU this side waits on; returns the CPU the peer last
+    // waited on, or -1.  Spinning is pointless when both are the same.
+    int (*exchange_cpu)(Vi *vi, int my_cpu);
+};
+
+struct ProviderOps {
+    size_t size;
+    const char *name;
+    const char *devices;
+    const char *summary;
+    bool (*matches)(const char *device);
+    const NicOps *nic;
+    const ViOps *vi;
+};
+
+// Built-in providers, in the order vipl-info lists them.
+size_t provider_count();
+const ProviderOps *provider_at(size_t index);
+const ProviderOps *provider_for(const char *device);
+
+} // namespace vipl

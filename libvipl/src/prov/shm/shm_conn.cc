@@ -1,0 +1,651 @@
+// Connection set-up over abstract AF_UNIX sockets.
+//
+//   requester                          acceptor
+//   Hello (attributes, probe address) ->
+//                                   <- Accept + [memfd, acceptor's eventfd, region table]
+//   Ack + [requester's eventfd, region table] ->
+//
+// The memfd reaches only these two processes.  The socket then stays open,
+// silent, so that either side sees the other hang up.
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "core/wait.h"
+#include "prov/shm/shm.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace vipl::shm {
+
+enum MsgType : uint32_t { kMsgRequest = 1, kMsgPeerRequest, kMsgAccept, kMsgReject, kMsgAck };
+
+struct WireAttrs {
+    uint32_t reliability;
+    uint32_t rdma;
+    uint64_t mtu;
+};
+
+struct Hello {
+    uint32_t magic, version, type, pid;
+    uint64_t nic_id;
+    WireAttrs attrs;
+    uint64_t probe;
+    uint16_t host_len, disc_len; // the sender's address
+    uint8_t addr[kHostAddressLen + kMaxDiscriminator];
+    uint16_t want_len, pad; // peer-to-peer: the discriminator expected at the other end
+    uint8_t want[kMaxDiscriminator];
+};
+
+struct Answer {
+    uint32_t magic, version, type, pid;
+    uint64_t nic_id;
+    WireAttrs attrs;
+    uint64_t probe;
+    uint32_t reason; // reject: the VIP_RETURN the requester gets
+    uint32_t ring_size, header_size, regions;
+    uint64_t map_size;
+};
+
+struct Ack {
+    uint32_t magic, version, type, pid;
+    uint64_t nic_id;
+    uint32_t regions, pad;
+};
+
+struct PendingConn {
+    int sock;
+    Hello hello;
+    pid_t pid;
+};
+
+struct P2p {
+    bool acceptor = false;
+    int lfd = -1;
+    int sock = -1;
+    bool sent = false;
+    uint64_t deadline = 0;
+    uint64_t next_try = 0;
+    Hello hello{}; // what this side sends (connector) / expects (acceptor)
+};
+
+namespace {
+
+WireAttrs wire_attrs(const VIP_VI_ATTRIBUTES &a) {
+    return WireAttrs{a.ReliabilityLevel,
+                     (a.EnableRdmaWrite ? kEndRdmaWrite : 0u) | (a.EnableRdmaRead ? kEndRdmaRead : 0u),
+                     a.MaxTransferSize};
+}
+
+void fill_attrs(const WireAttrs &w, VIP_VI_ATTRIBUTES *out) {
+    *out = VIP_VI_ATTRIBUTES{};
+    out->ReliabilityLevel = static_cast<VIP_RELIABILITY_LEVEL>(w.reliability);
+    out->MaxTransferSize = w.mtu;
+    out->EnableRdmaWrite = (w.rdma & kEndRdmaWrite) ? VIP_TRUE : VIP_FALSE;
+    out->EnableRdmaRead = (w.rdma & kEndRdmaRead) ? VIP_TRUE : VIP_FALSE;
+}
+
+VIP_RETURN check_match(const Vi *vi, const WireAttrs &w) {
+    if (vi->attrs.ReliabilityLevel != w.reliability) return VIP_INVALID_RELIABILITY_LEVEL;
+    if (vi->attrs.MaxTransferSize != w.mtu) return VIP_INVALID_MTU;
+    return VIP_SUCCESS;
+}
+
+Hello make_hello(uint32_t type, Vi *vi, const VIP_NET_ADDRESS *local) {
+    Hello h{};
+    h.magic = kMagic;
+    h.version = kVersion;
+    h.type = type;
+    h.pid = static_cast<uint32_t>(getpid());
+    h.nic_id = shm_nic(vi->nic)->id;
+    h.attrs = wire_attrs(vi->attrs);
+    h.probe = probe_address();
+    h.host_len = kHostAddressLen;
+    memcpy(h.addr, vi->nic->address, kHostAddressLen);
+    h.disc_len = local->DiscriminatorLen;
+    memcpy(h.addr + kHostAddressLen, local->HostAddress + local->HostAddressLen, local->DiscriminatorLen);
+    return h;
+}
+
+bool send_msg(int sock, const void *msg, size_t len, const int *fds, int nfds) {
+    iovec iov{const_cast<void *>(msg), len};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    if (nfds > 0) {
+        mh.msg_control = control;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    return sendmsg(sock, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+}
+
+enum class Recv { ok, eof, timeout, interrupted, error };
+
+// Receives one message (and up to max_fds descriptors, close-on-exec) by the deadline.
+Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds, uint64_t deadline) {
+    *nfds = 0;
+    for (;;) {
+        iovec iov{msg, len};
+        msghdr mh{};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+        mh.msg_control = control;
+        mh.msg_controllen = sizeof control;
+        ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (n >= 0) {
+            for (cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+                int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                const int *got = reinterpret_cast<const int *>(CMSG_DATA(c));
+                for (int i = 0; i < count; ++i) {
+                    if (*nfds < max_fds)
+                        fds[(*nfds)++] = got[i];
+                    else
+                        close(got[i]);
+                }
+            }
+            if (n == 0) return Recv::eof;
+            if (static_cast<size_t>(n) != len || (mh.msg_flags & MSG_TRUNC)) return Recv::error;
+            return Recv::ok;
+        }
+        if (errno != EAGAIN && errno != EINTR) return Recv::error;
+        pollfd p{sock, POLLIN, 0};
+        switch (poll_until(&p, 1, deadline)) {
+        case PollResult::ready:
+            break;
+        case PollResult::timeout:
+            return Recv::timeout;
+        case PollResult::interrupted:
+            return Recv::interrupted;
+        case PollResult::error:
+            return Recv::error;
+        }
+    }
+}
+
+void close_fds(int *fds, int n) {
+    for (int i = 0; i < n; ++i)
+        if (fds[i] >= 0) close(fds[i]);
+}
+
+void fill_own_end(Vi *vi, EndCtl *me, pid_t peer, uint64_t peer_probe) {
+    me->pid = static_cast<uint32_t>(getpid());
+    me->ptag = vi->ptag_id;
+    me->rdma = (vi->attrs.EnableRdmaWrite ? kEndRdmaWrite : 0u) | (vi->attrs.EnableRdmaRead ? kEndRdmaRead : 0u);
+    me->can_access = cross_memory_attach_works(peer, peer_probe) ? 1 : 0;
+    me->cpu.store(-1, std::memory_order_relaxed);
+    // Up before the other side can see this end at all.
+    me->state.store(kEndUp, std::memory_order_release);
+}
+
+void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_t peer_pid) {
+    ConnHeader *h = ep->hdr;
+    ep->me = &h->end[side];
+    ep->peer = &h->end[1 - side];
+    uint8_t *base = reinterpret_cast<uint8_t *>(h) + h->header_size;
+    ep->out = base + static_cast<size_t>(side) * h->ring_size;
+    ep->in = base + static_cast<size_t>(1 - side) * h->ring_size;
+    ep->ring_size = h->ring_size;
+    ep->mask = h->ring_size - 1;
+    ep->produced = ep->peer_consumed = ep->consumed = 0;
+    ep->sock = sock;
+    ep->peer_efd = peer_efd;
+    ep->peer_pid = peer_pid;
+    ep->can_access_peer = ep->me->can_access != 0;
+    ep->peer_can_access_me = ep->peer->can_access != 0;
+    ep->reliability = vi->attrs.ReliabilityLevel;
+    ep->frag = Endpoint::Frag::none;
+    ep->read_resp_sent = 0;
+    ep->next_liveness = 0;
+    ep->up = true;
+}
+
+// Acceptor side: creates the connection memory and completes the handshake.
+VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_ATTRIBUTES *rattrs) {
+    Endpoint *ep = endpoint(vi);
+    const Config &cfg = config();
+    uint32_t ring = cfg.shm_ring_size;
+    uint32_t header = static_cast<uint32_t>(round_line(sizeof(ConnHeader)));
+    size_t size = (static_cast<size_t>(header) + 2ull * ring + 4095) & ~size_t(4095);
+    int memfd = memfd_create("vipl-conn", MFD_CLOEXEC);
+    if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(size)) < 0) {
+        VIPL_ERROR("connection memory: %s", strerror(errno));
+        if (memfd >= 0) close(memfd);
+        return VIP_ERROR_RESOURCE;
+    }
+    void *map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (map == MAP_FAILED) {
+        VIPL_ERROR("connection memory: %s", strerror(errno));
+        close(memfd);
+        return VIP_ERROR_RESOURCE;
+    }
+    auto *h = new (map) ConnHeader{};
+    h->magic = kMagic;
+    h->version = kVersion;
+    h->ring_size = ring;
+    h->header_size = header;
+    fill_own_end(vi, &h->end[0], peer_pid, hello.probe);
+
+    Answer a{};
+    a.magic = kMagic;
+    a.version = kVersion;
+    a.type = kMsgAccept;
+    a.pid = static_cast<uint32_t>(getpid());
+    a.nic_id = shm_nic(vi->nic)->id;
+    a.attrs = wire_attrs(vi->attrs);
+    a.probe = probe_address();
+    a.ring_size = ring;
+    a.header_size = header;
+    a.regions = vi->nic->regions.max();
+    a.map_size = size;
+    int fds[3] = {memfd, vi->efd, vi->nic->regions.fd()};
+    bool sent = send_msg(sock, &a, sizeof a, fds, 3);
+    close(memfd);
+    Ack ack{};
+    int got[2] = {-1, -1};
+    int ngot = 0;
+    Recv r = sent ? recv_msg(sock, &ack, sizeof ack, got, 2, &ngot, now_ns() + cfg.connect_ack_ms * 1000000ull)
+                  : Recv::error;
+    if (r != Recv::ok || ngot != 2 || ack.magic != kMagic || ack.type != kMsgAck) {
+        VIPL_INFO("connection request abandoned by pid %d before the handshake ended", peer_pid);
+        close_fds(got, ngot);
+        munmap(map, size);
+        return VIP_TIMEOUT;
+    }
+    PeerRegions *pr = peer_regions_acquire(hello.nic_id, got[1], ack.regions);
+    close(got[1]);
+    if (!pr) {
+        close(got[0]);
+        munmap(map, size);
+        return VIP_ERROR_RESOURCE;
+    }
+    ep->map = map;
+    ep->map_size = size;
+    ep->hdr = h;
+    ep->peer_regions = pr;
+    setup_endpoint(vi, ep, 0, sock, got[0], peer_pid);
+    fill_attrs(hello.attrs, &ep->peer_attrs);
+    if (rattrs) *rattrs = ep->peer_attrs;
+    return VIP_SUCCESS;
+}
+
+// Requester side: maps the memory the acceptor offered and finishes the handshake.
+VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES *rattrs) {
+    Endpoint *ep = endpoint(vi);
+    bool sane = a.magic == kMagic && a.version == kVersion && a.ring_size >= 2048 &&
+                !(a.ring_size & (a.ring_size - 1)) && a.header_size >= sizeof(ConnHeader) &&
+                a.map_size >= a.header_size + 2ull * a.ring_size && a.map_size < (1ull << 32);
+    void *map = sane ? mmap(nullptr, a.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)
+                     : MAP_FAILED;
+    close(fds[0]);
+    auto *h = static_cast<ConnHeader *>(map);
+    if (map == MAP_FAILED || h->magic != kMagic || h->ring_size != a.ring_size ||
+        h->header_size != a.header_size) {
+        VIPL_ERROR("malformed connection offer from pid %u", a.pid);
+        if (map != MAP_FAILED) munmap(map, a.map_size);
+        close(fds[1]);
+        close(fds[2]);
+        return VIP_ERROR_RESOURCE;
+    }
+    PeerRegions *pr = peer_regions_acquire(a.nic_id, fds[2], a.regions);
+    close(fds[2]);
+    if (!pr) {
+        munmap(map, a.map_size);
+        close(fds[1]);
+        return VIP_ERROR_RESOURCE;
+    }
+    fill_own_end(vi, &h->end[1], static_cast<pid_t>(a.pid), a.probe);
+    Ack ack{};
+    ack.magic = kMagic;
+    ack.version = kVersion;
+    ack.type = kMsgAck;
+    ack.pid = static_cast<uint32_t>(getpid());
+    ack.nic_id = shm_nic(vi->nic)->id;
+    ack.regions = vi->nic->regions.max();
+    int mine[2] = {vi->efd, vi->nic->regions.fd()};
+    if (!send_msg(sock, &ack, sizeof ack, mine, 2)) {
+        peer_regions_release(pr);
+        munmap(map, a.map_size);
+        close(fds[1]);
+        return VIP_REJECT;
+    }
+    ep->map = map;
+    ep->map_size = a.map_size;
+    ep->hdr = h;
+    ep->peer_regions = pr;
+    setup_endpoint(vi, ep, 1, sock, fds[1], static_cast<pid_t>(a.pid));
+    fill_attrs(a.attrs, &ep->peer_attrs);
+    if (rattrs) *rattrs = ep->peer_attrs;
+    return VIP_SUCCESS;
+}
+
+void send_reject(int sock, VIP_RETURN reason) {
+    Answer a{};
+    a.magic = kMagic;
+    a.version = kVersion;
+    a.type = kMsgReject;
+    a.pid = static_cast<uint32_t>(getpid());
+    a.reason = reason;
+    send_msg(sock, &a, sizeof a, nullptr, 0);
+}
+
+// Waits for the acceptor's answer; the connection is made on Accept.
+VIP_RETURN await_answer(Vi *vi, int sock, uint64_t deadline, VIP_VI_ATTRIBUTES *rattrs) {
+    Answer a{};
+    int fds[3] = {-1, -1, -1};
+    int n = 0;
+    switch (recv_msg(sock, &a, sizeof a, fds, 3, &n, deadline)) {
+    case Recv::ok:
+        break;
+    case Recv::timeout:
+        close_fds(fds, n);
+        return VIP_TIMEOUT;
+    case Recv::interrupted:
+        close_fds(fds, n);
+        return VIP_INTERRUPTED;
+    case Recv::eof:
+    case Recv::error:
+        close_fds(fds, n);
+        return VIP_REJECT;
+    }
+    if (a.magic != kMagic || a.type == kMsgReject || a.type != kMsgAccept || n != 3) {
+        close_fds(fds, n);
+        if (a.magic == kMagic && a.type == kMsgReject && a.reason != VIP_SUCCESS && a.reason < 32)
+            return static_cast<VIP_RETURN>(a.reason);
+        return VIP_REJECT;
+    }
+    return join(vi, sock, a, fds, rattrs);
+}
+
+int open_socket() { return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0); }
+
+// connect() to an abstract name: 0, or the errno.
+int connect_name(int sock, const std::string &name) {
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path + 1, name.data(), name.size());
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    return connect(sock, reinterpret_cast<sockaddr *>(&sa), len) == 0 ? 0 : errno;
+}
+
+bool same_disc(const uint8_t *a, uint16_t alen, const uint8_t *b, uint16_t blen) {
+    return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+} // namespace
+
+// ------------------------------------------------------------ client-server
+
+VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline, ConnReq *req,
+                        VIP_NET_ADDRESS *remote, VIP_VI_ATTRIBUTES *remote_attrs) {
+    if (!is_this_host(nic, local)) return VIP_INVALID_PARAMETER;
+    VIP_RETURN rc = VIP_SUCCESS;
+    int lfd = listener_for(nic, socket_name("cs", local), &rc);
+    if (lfd < 0) return rc;
+    for (;;) {
+        int s = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (s >= 0) {
+            Hello h{};
+            int nfds = 0;
+            Recv r = recv_msg(s, &h, sizeof h, nullptr, 0, &nfds,
+                              now_ns() + config().connect_ack_ms * 1000000ull);
+            ucred cred{};
+            socklen_t cl = sizeof cred;
+            bool ok = r == Recv::ok && h.magic == kMagic && h.version == kVersion &&
+                      h.type == kMsgRequest && h.host_len <= kHostAddressLen &&
+                      h.disc_len <= kMaxDiscriminator &&
+                      getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+            if (!ok) {
+                close(s);
+                continue;
+            }
+            auto *pc = new PendingConn{s, h, cred.pid};
+            req->prov = pc;
+            remote->HostAddressLen = h.host_len;
+            remote->DiscriminatorLen = h.disc_len;
+            memcpy(remote->HostAddress, h.addr, h.host_len);
+            memcpy(remote->HostAddress + h.host_len, h.addr + kHostAddressLen, h.disc_len);
+            fill_attrs(h.attrs, remote_attrs);
+            return VIP_SUCCESS;
+        }
+        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+            VIPL_ERROR("accept: %s", strerror(errno));
+            return VIP_ERROR_RESOURCE;
+        }
+        pollfd p{lfd, POLLIN, 0};
+        switch (poll_until(&p, 1, deadline)) {
+        case PollResult::ready:
+            continue;
+        case PollResult::timeout:
+            return VIP_TIMEOUT;
+        case PollResult::interrupted:
+            return VIP_INTERRUPTED;
+        case PollResult::error:
+            return VIP_ERROR_RESOURCE;
+        }
+    }
+}
+
+VIP_RETURN connect_accept(ConnReq *req, Vi *vi) {
+    auto *pc = static_cast<PendingConn *>(req->prov);
+    if (!pc || pc->sock < 0) return VIP_INVALID_PARAMETER;
+    VIP_RETURN rc = check_match(vi, pc->hello.attrs);
+    if (rc != VIP_SUCCESS) return rc;
+    rc = offer(vi, pc->sock, pc->hello, pc->pid, nullptr);
+    if (rc == VIP_SUCCESS) pc->sock = -1; // the endpoint owns it now
+    return rc;
+}
+
+VIP_RETURN connect_reject(ConnReq *req) {
+    auto *pc = static_cast<PendingConn *>(req->prov);
+    if (pc && pc->sock >= 0) send_reject(pc->sock, VIP_REJECT);
+    return VIP_SUCCESS;
+}
+
+void conn_free(ConnReq *req) {
+    auto *pc = static_cast<PendingConn *>(req->prov);
+    if (!pc) return;
+    if (pc->sock >= 0) close(pc->sock);
+    delete pc;
+    req->prov = nullptr;
+}
+
+VIP_RETURN connect_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDRESS *remote,
+                           uint64_t deadline, VIP_VI_ATTRIBUTES *remote_attrs) {
+    if (!is_this_host(vi->nic, remote)) return VIP_NOT_REACHABLE;
+    int s = open_socket();
+    if (s < 0) return VIP_ERROR_RESOURCE;
+    std::string name = socket_name("cs", remote);
+    for (;;) {
+        int err = connect_name(s, name);
+        if (err == 0) break;
+        if (err == ECONNREFUSED || err == ENOENT) {
+            close(s);
+            return VIP_NO_MATCH;
+        }
+        if (err != EAGAIN && err != EINTR) {
+            close(s);
+            VIPL_ERROR("connect: %s", strerror(err));
+            return VIP_ERROR_RESOURCE;
+        }
+        // Backlog full: try again shortly, until the deadline.
+        uint64_t retry = now_ns() + 1000000;
+        PollResult pr = poll_until(nullptr, 0, retry < deadline ? retry : deadline);
+        if (pr == PollResult::interrupted) {
+            close(s);
+            return VIP_INTERRUPTED;
+        }
+        if (now_ns() >= deadline) {
+            close(s);
+            return VIP_TIMEOUT;
+        }
+    }
+    Hello h = make_hello(kMsgRequest, vi, local);
+    if (!send_msg(s, &h, sizeof h, nullptr, 0)) {
+        close(s);
+        return VIP_NO_MATCH;
+    }
+    VIP_RETURN rc = await_answer(vi, s, deadline, remote_attrs);
+    if (rc != VIP_SUCCESS) close(s);
+    return rc;
+}
+
+// ------------------------------------------------------------- peer-to-peer
+
+VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDRESS *remote,
+                        uint64_t deadline) {
+    if (!is_this_host(vi->nic, remote)) return VIP_NOT_REACHABLE;
+    const uint8_t *ld = local->HostAddress + local->HostAddressLen;
+    const uint8_t *rd = remote->HostAddress + remote->HostAddressLen;
+    int cmp = memcmp(ld, rd, std::min(local->DiscriminatorLen, remote->DiscriminatorLen));
+    if (cmp == 0) cmp = static_cast<int>(local->DiscriminatorLen) - remote->DiscriminatorLen;
+    if (cmp == 0) return VIP_INVALID_PARAMETER;
+    auto *p = new P2p;
+    p->acceptor = cmp > 0; // the larger discriminator listens, the smaller connects
+    p->deadline = deadline;
+    p->hello = make_hello(kMsgPeerRequest, vi, local);
+    p->hello.want_len = remote->DiscriminatorLen;
+    memcpy(p->hello.want, rd, remote->DiscriminatorLen);
+    if (p->acceptor) {
+        p->lfd = open_socket();
+        sockaddr_un sa{};
+        std::string name = socket_name("p2p", local);
+        sa.sun_family = AF_UNIX;
+        memcpy(sa.sun_path + 1, name.data(), name.size());
+        socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+        if (p->lfd < 0 || bind(p->lfd, reinterpret_cast<sockaddr *>(&sa), len) < 0 ||
+            listen(p->lfd, 16) < 0) {
+            VIPL_WARN("peer connection: cannot listen on %s: %s", name.c_str(), strerror(errno));
+            if (p->lfd >= 0) close(p->lfd);
+            delete p;
+            return VIP_ERROR_RESOURCE;
+        }
+    }
+    endpoint(vi)->p2p = p;
+    return VIP_SUCCESS;
+}
+
+void p2p_free(Endpoint *ep) {
+    P2p *p = ep->p2p;
+    if (!p) return;
+    if (p->lfd >= 0) close(p->lfd);
+    if (p->sock >= 0) close(p->sock);
+    delete p;
+    ep->p2p = nullptr;
+}
+
+static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *rattrs,
+                                pollfd *fds, int *nfds, uint64_t *deadline) {
+    uint64_t now = now_ns();
+    if (p->sock < 0) {
+        if (now < p->next_try) {
+            *deadline = std::min(p->next_try, p->deadline);
+            return VIP_NOT_DONE;
+        }
+        alignas(VIP_NET_ADDRESS) uint8_t buf[sizeof(VIP_NET_ADDRESS) + kMaxDiscriminator];
+        auto *want = reinterpret_cast<VIP_NET_ADDRESS *>(buf);
+        want->HostAddressLen = 0;
+        want->DiscriminatorLen = p->hello.want_len;
+        memcpy(want->HostAddress, p->hello.want, p->hello.want_len);
+        int s = open_socket();
+        if (s < 0) return VIP_ERROR_RESOURCE;
+        if (connect_name(s, socket_name("p2p", want)) != 0) {
+            close(s);
+            p->next_try = now + 2000000; // the peer has not asked yet: try again in 2 ms
+            *deadline = std::min(p->next_try, p->deadline);
+            return VIP_NOT_DONE;
+        }
+        p->sock = s;
+        p->sent = send_msg(s, &p->hello, sizeof p->hello, nullptr, 0);
+    }
+    VIP_RETURN rc = await_answer(vi, p->sock, now, rattrs);
+    if (rc == VIP_TIMEOUT) {
+        fds[0] = pollfd{p->sock, POLLIN, 0};
+        *nfds = 1;
+        return VIP_NOT_DONE;
+    }
+    if (rc == VIP_SUCCESS) {
+        p->sock = -1; // owned by the endpoint
+        p2p_free(ep);
+        return VIP_SUCCESS;
+    }
+    if (rc == VIP_REJECT) { // listener went away or refused this match: start over
+        close(p->sock);
+        p->sock = -1;
+        p->next_try = now + 2000000;
+        *deadline = std::min(p->next_try, p->deadline);
+        return VIP_NOT_DONE;
+    }
+    p2p_free(ep);
+    return rc;
+}
+
+static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *rattrs,
+                               pollfd *fds, int *nfds) {
+    for (;;) {
+        int s = accept4(p->lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (s < 0) {
+            fds[0] = pollfd{p->lfd, POLLIN, 0};
+            *nfds = 1;
+            return VIP_NOT_DONE;
+        }
+        Hello h{};
+        int n = 0;
+        ucred cred{};
+        socklen_t cl = sizeof cred;
+        Recv r = recv_msg(s, &h, sizeof h, nullptr, 0, &n, now_ns() + config().connect_ack_ms * 1000000ull);
+        bool ok = r == Recv::ok && h.magic == kMagic && h.version == kVersion &&
+                  h.type == kMsgPeerRequest && h.disc_len <= kMaxDiscriminator &&
+                  h.want_len <= kMaxDiscriminator &&
+                  getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+        // The request must come from the peer we expect, asking for us.
+        if (!ok || !same_disc(h.addr + kHostAddressLen, h.disc_len, p->hello.want, p->hello.want_len) ||
+            !same_disc(h.want, h.want_len, p->hello.addr + kHostAddressLen, p->hello.disc_len)) {
+            if (ok) send_reject(s, VIP_NO_MATCH);
+            close(s);
+            continue;
+        }
+        VIP_RETURN rc = check_match(vi, h.attrs);
+        if (rc != VIP_SUCCESS) {
+            send_reject(s, rc);
+            close(s);
+            p2p_free(ep);
+            return rc;
+        }
+        rc = offer(vi, s, h, cred.pid, rattrs);
+        if (rc != VIP_SUCCESS) {
+            close(s);
+            continue;
+        }
+        p2p_free(ep);
+        return VIP_SUCCESS;
+    }
+}
+
+VIP_RETURN peer_progress(Vi *vi, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds, int *nfds,
+                         uint64_t *deadline) {
+    Endpoint *ep = endpoint(vi);
+    P2p *p = ep->p2p;
+    *nfds = 0;
+    if (!p) return VIP_INVALID_STATE;
+    if (now_ns() >= p->deadline) {
+        p2p_free(ep);
+        return VIP_TIMEOUT;
+    }
+    *deadline = p->deadline;
+    return p->acceptor ? p2p_acceptor(vi, ep, p, rattrs, fds, nfds)
+                       : p2p_connector(vi, ep, p, rattrs, fds, nfds, deadline);
+}
+
+} // namespace vipl::shm

@@ -1,0 +1,295 @@
+// Receiving: the receiver's progress consumes the in ring, completes receive
+// descriptors, serves RDMA through the ring and notices a peer that is gone.
+#include "core/config.h"
+#include "core/vi.h"
+#include "prov/shm/shm.h"
+
+#include <cstring>
+
+namespace vipl::shm {
+namespace {
+
+enum class Step { next, stall, failed };
+
+bool reliable(const Endpoint *ep) { return ep->reliability != VIP_SERVICE_UNRELIABLE; }
+
+// Size of the record at pos, or 0 if it is malformed.
+uint64_t record_size(const Endpoint *ep, const RecHdr *r, uint64_t pos) {
+    uint64_t off = pos & ep->mask;
+    uint64_t size;
+    switch (r->type) {
+    case kPad:
+        size = ep->ring_size - off;
+        break;
+    case kSend:
+        size = round_line(sizeof(RecHdr) + uint64_t(r->len));
+        break;
+    case kSendGet: {
+        auto *b = reinterpret_cast<const SendGetBody *>(r + 1);
+        if (off + sizeof(RecHdr) + sizeof(SendGetBody) > ep->ring_size || b->nseg > 256) return 0;
+        size = round_line(sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * uint64_t(b->nseg));
+        break;
+    }
+    case kSendFrag:
+    case kRdmaWriteFrag:
+        size = round_line(sizeof(RecHdr) + sizeof(FragBody) + uint64_t(r->len));
+        break;
+    case kRdmaReadResp:
+        size = round_line(sizeof(RecHdr) + sizeof(ReadRespBody) + uint64_t(r->len));
+        break;
+    case kRdmaReadReq:
+        size = round_line(sizeof(RecHdr) + sizeof(ReadReqBody));
+        break;
+    case kRdmaWriteImm:
+    case kError:
+        size = kLine;
+        break;
+    default:
+        return 0;
+    }
+    return (size && off + size <= ep->ring_size) ? size : 0;
+}
+
+// A receive-side error on a message: reliable levels break the connection.
+Step refuse_message(Vi *vi, Endpoint *ep, uint64_t pos, VIP_DESCRIPTOR *desc) {
+    if (!reliable(ep)) return Step::next;
+    break_connection(vi, ep, VIP_ERROR_POST_DESC, VIP_ERROR_CONN_LOST, pos, desc);
+    return Step::failed;
+}
+
+// Messages that consume a receive descriptor: sends, their fragments, RDMA writes with immediate data.
+Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
+    WorkQueue &q = vi->rq;
+    uint16_t type = r->type;
+    bool frag = type == kSendFrag || type == kRdmaWriteFrag;
+    bool first = !frag || (r->flags & kRecFirst);
+    bool last = !frag || (r->flags & kRecLast);
+    if (!first && ep->frag == Endpoint::Frag::dropping) {
+        if (last) ep->frag = Endpoint::Frag::none;
+        return Step::next;
+    }
+    if (!first && ep->frag != Endpoint::Frag::filling) return Step::failed; // out of sequence
+    if (q.cursor == q.tail) {
+        if (!reliable(ep)) {
+            if (!last) ep->frag = Endpoint::Frag::dropping;
+            return Step::next;
+        }
+        break_connection(vi, ep, VIP_ERROR_RECVQ_EMPTY, VIP_ERROR_CONN_LOST, pos);
+        return Step::failed;
+    }
+    WqEntry &e = q.at(q.cursor);
+    Segment segs[256];
+    uint32_t nseg;
+    uint64_t capacity;
+    uint32_t err = recv_segments(vi, e.desc, segs, vi->nic->attrs.MaxSegmentsPerDesc, &nseg, &capacity);
+    uint64_t total = r->len;
+    const uint8_t *payload = reinterpret_cast<const uint8_t *>(r + 1);
+    uint64_t offset = 0;
+    if (frag) {
+        auto *b = reinterpret_cast<const FragBody *>(r + 1);
+        total = b->total;
+        offset = b->offset;
+        payload = reinterpret_cast<const uint8_t *>(b + 1);
+        if (offset + r->len > total) return Step::failed;
+    }
+    if (!err && total > capacity) err = VIP_STATUS_LENGTH_ERROR;
+    if (err) {
+        ++q.cursor;
+        ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::dropping;
+        wq_complete(vi, q, e, VIP_STATUS_OP_RECEIVE | err, 0);
+        return refuse_message(vi, ep, pos, e.desc);
+    }
+    uint32_t status = VIP_STATUS_OP_RECEIVE;
+    switch (type) {
+    case kSend:
+    case kSendFrag:
+        scatter(segs, nseg, offset, payload, r->len);
+        break;
+    case kSendGet: {
+        auto *b = reinterpret_cast<const SendGetBody *>(r + 1);
+        auto *remote = reinterpret_cast<const Segment *>(b + 1);
+        if (cma_read(static_cast<pid_t>(b->pid), segs, nseg, remote, b->nseg, total) != total)
+            status |= VIP_STATUS_TRANSPORT_ERROR;
+        break;
+    }
+    case kRdmaWriteImm:
+        status = VIP_STATUS_OP_REMOTE_RDMA_WRITE;
+        break;
+    }
+    if (!last) {
+        e.flags |= kWqStarted;
+        ep->frag = Endpoint::Frag::filling;
+        return Step::next;
+    }
+    ep->frag = Endpoint::Frag::none;
+    if (r->flags & kRecImm) {
+        status |= VIP_STATUS_IMMEDIATE;
+        e.imm = r->imm;
+        e.flags |= kWqImm;
+    }
+    ++q.cursor;
+    ++vi->counters.RecvsCompleted;
+    vi->counters.BytesReceived += total;
+    wq_complete(vi, q, e, status, static_cast<uint32_t>(total));
+    if ((status & VIP_STATUS_TRANSPORT_ERROR) && reliable(ep)) {
+        break_connection(vi, ep, VIP_ERROR_CONN_LOST, VIP_ERROR_CONN_LOST, pos, e.desc);
+        return Step::failed;
+    }
+    return Step::next;
+}
+
+// Target side of an RDMA write through the ring.
+Step rdma_write_fragment(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
+    auto *b = reinterpret_cast<const FragBody *>(r + 1);
+    bool first = r->flags & kRecFirst, last = r->flags & kRecLast;
+    if (!first && ep->frag == Endpoint::Frag::dropping) {
+        if (last) ep->frag = Endpoint::Frag::none;
+        return Step::next;
+    }
+    if (uint64_t(b->offset) + r->len > b->total) return Step::failed;
+    if (!local_allows(vi, b->rhandle, b->raddr + b->offset, r->len, true) ||
+        (first && !local_allows(vi, b->rhandle, b->raddr, b->total, true))) {
+        if (reliable(ep)) {
+            break_connection(vi, ep, VIP_ERROR_RDMAW_PROT, VIP_ERROR_CONN_LOST, pos);
+            return Step::failed;
+        }
+        vi_report(vi, VIP_ERROR_RDMAW_PROT);
+        ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::dropping;
+        return Step::next;
+    }
+    memcpy(reinterpret_cast<void *>(b->raddr + b->offset), b + 1, r->len);
+    ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::filling;
+    if (!last || !(r->flags & kRecImm)) return Step::next;
+    // The last piece carries the immediate data: it consumes a receive descriptor.
+    RecHdr note;
+    note.type = kRdmaWriteImm;
+    note.flags = kRecImm;
+    note.len = b->total;
+    note.imm = r->imm;
+    return deliver(vi, ep, &note, pos);
+}
+
+// Target side of an RDMA read through the ring: answer in pieces on our out ring.
+Step rdma_read_request(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
+    auto *b = reinterpret_cast<const ReadReqBody *>(r + 1);
+    if (ep->read_resp_sent == 0 && !local_allows(vi, b->rhandle, b->raddr, b->total, false)) {
+        break_connection(vi, ep, VIP_ERROR_RDMAR_PROT, VIP_ERROR_CONN_LOST, pos);
+        return Step::failed;
+    }
+    do {
+        uint32_t chunk = std::min<uint32_t>(b->total - ep->read_resp_sent, max_chunk(ep));
+        uint64_t bytes = sizeof(RecHdr) + sizeof(ReadRespBody) + chunk;
+        uint64_t at = ring_reserve(ep, bytes);
+        if (at == UINT64_MAX) return Step::stall;
+        auto *resp = reinterpret_cast<ReadRespBody *>(ring_record(ep, at) + 1);
+        resp->req = b->req;
+        resp->offset = ep->read_resp_sent;
+        resp->total = b->total;
+        resp->status = 0;
+        memcpy(resp + 1, reinterpret_cast<const void *>(b->raddr + ep->read_resp_sent), chunk);
+        ep->read_resp_sent += chunk;
+        bool last = ep->read_resp_sent == b->total;
+        ring_publish(ep, at, bytes, kRdmaReadResp, last ? kRecLast : 0, chunk, 0);
+    } while (ep->read_resp_sent < b->total);
+    ep->read_resp_sent = 0;
+    return Step::next;
+}
+
+Step handle(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
+    switch (r->type) {
+    case kPad:
+        return Step::next;
+    case kSend:
+    case kSendGet:
+    case kSendFrag:
+    case kRdmaWriteImm:
+        return deliver(vi, ep, r, pos);
+    case kRdmaWriteFrag:
+        return rdma_write_fragment(vi, ep, r, pos);
+    case kRdmaReadReq:
+        return rdma_read_request(vi, ep, r, pos);
+    case kRdmaReadResp: {
+        auto *b = reinterpret_cast<const ReadRespBody *>(r + 1);
+        return read_response(vi, ep, b, reinterpret_cast<const uint8_t *>(b + 1), r->len, r->flags & kRecLast)
+                   ? Step::next
+                   : Step::failed;
+    }
+    case kError:
+        vi_report(vi, static_cast<VIP_ERROR_CODE>(reinterpret_cast<const ErrorBody *>(r + 1)->code));
+        return Step::next;
+    }
+    return Step::failed;
+}
+
+void progress_in(Vi *vi, Endpoint *ep) {
+    uint64_t start = ep->consumed;
+    uint64_t produced_before = ep->produced;
+    for (int budget = 0; budget < 1024 && ep->up; ++budget) {
+        uint64_t pos = ep->consumed;
+        auto *r = reinterpret_cast<const RecHdr *>(ep->in + (pos & ep->mask));
+        if (r->seq.load(std::memory_order_acquire) != seq_of(pos)) break;
+        uint64_t size = record_size(ep, r, pos);
+        Step st = size ? handle(vi, ep, r, pos) : Step::failed;
+        if (st == Step::stall) break;
+        if (st == Step::failed) {
+            if (ep->up) break_connection(vi, ep, VIP_ERROR_CATASTROPHIC, VIP_ERROR_CONN_LOST, pos);
+            return;
+        }
+        ep->consumed = pos + size;
+    }
+    if (!ep->up) return;
+    if (ep->consumed != start) ep->me->consumed.store(ep->consumed, std::memory_order_release);
+    if (ep->consumed != start || ep->produced != produced_before) ring_peer(vi, ep);
+}
+
+void peer_gone(Vi *vi, Endpoint *ep) {
+    progress_in(vi, ep); // deliver what the peer sent before it went
+    if (!ep->up) return;
+    complete_acked(vi, ep);
+    VIP_ERROR_CODE code = VIP_ERROR_CONN_LOST;
+    if (ep->peer->state.load(std::memory_order_acquire) == kEndBroken) {
+        fail_entry_at(vi, ep->peer->broken_at.load(std::memory_order_relaxed));
+        code = static_cast<VIP_ERROR_CODE>(ep->peer->reason.load(std::memory_order_relaxed));
+    }
+    transport_down(vi, ep);
+    vi_fail(vi, code);
+}
+
+} // namespace
+
+void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, VIP_ERROR_CODE remote, uint64_t at,
+                      VIP_DESCRIPTOR *desc) {
+    if (!ep->up) return;
+    ep->me->consumed.store(ep->consumed, std::memory_order_release);
+    ep->me->reason.store(remote, std::memory_order_relaxed);
+    ep->me->broken_at.store(at, std::memory_order_relaxed);
+    ep->me->state.store(kEndBroken, std::memory_order_release);
+    transport_down(vi, ep); // the socket's hang-up wakes the peer
+    vi_fail(vi, local, desc);
+}
+
+bool pending(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return false;
+    auto *r = reinterpret_cast<const RecHdr *>(ep->in + (ep->consumed & ep->mask));
+    if (r->seq.load(std::memory_order_acquire) == seq_of(ep->consumed)) return true;
+    if (ep->peer->state.load(std::memory_order_relaxed) != kEndUp) return true;
+    return vi->sq.visible != vi->sq.tail &&
+           ep->peer->consumed.load(std::memory_order_relaxed) != ep->peer_consumed;
+}
+
+void progress(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return;
+    progress_in(vi, ep);
+    if (!ep->up) return;
+    complete_acked(vi, ep);
+    uint64_t produced = ep->produced;
+    push_sends(vi, ep);
+    if (!ep->up) return;
+    if (ep->produced != produced) ring_peer(vi, ep);
+    if (ep->peer->state.load(std::memory_order_acquire) != kEndUp || peer_hung_up(vi, ep, false))
+        peer_gone(vi, ep);
+}
+
+} // namespace vipl::shm

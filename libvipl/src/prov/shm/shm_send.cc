@@ -1,0 +1,339 @@
+// Sending: posting descriptors into the out ring, RDMA by the initiator,
+// completing sends once the receiver has consumed them.
+#include "core/config.h"
+#include "core/vi.h"
+#include "prov/shm/shm.h"
+
+#include <cstring>
+
+namespace vipl::shm {
+namespace {
+
+constexpr uint16_t kAwaitAck = kWqProv1;  // completes when the peer consumed up to p0
+constexpr uint16_t kAwaitResp = kWqProv2; // RDMA read answered through the ring
+constexpr uint16_t kDataMoved = kWqProv3; // RDMA write done, immediate record still to send
+constexpr uint64_t kNone = UINT64_MAX;
+
+enum class Push { done, blocked };
+
+bool reliable_reception(const Endpoint *ep) { return ep->reliability == VIP_SERVICE_RELIABLE_RECEPTION; }
+bool reliable(const Endpoint *ep) { return ep->reliability != VIP_SERVICE_UNRELIABLE; }
+
+bool aligned(const PostedDesc &d, uint32_t align) {
+    if (align <= 1) return true;
+    for (uint32_t i = 0; i < d.nseg; ++i)
+        if (d.segs[i].addr % align) return false;
+    return true;
+}
+
+void started(WqEntry &e, uint64_t first_pos, uint64_t end) {
+    if (!(e.flags & kWqStarted)) e.p1 = first_pos;
+    e.flags |= kWqStarted;
+    e.p0 = end;
+}
+
+// The send is in the ring: done now, or once the receiver has consumed it.
+void pushed(Vi *vi, Endpoint *ep, WqEntry &e, bool needs_ack) {
+    if (needs_ack) {
+        e.flags |= kAwaitAck;
+        return;
+    }
+    wq_complete(vi, vi->sq, e, status_op_bits(e.op, false), 0);
+}
+
+// A protection error found by the initiator on the target's memory.
+Push refuse_rdma(Vi *vi, Endpoint *ep, WqEntry &e, bool write) {
+    wq_complete(vi, vi->sq, e, status_op_bits(e.op, false) | VIP_STATUS_RDMA_PROT_ERROR, 0);
+    VIP_ERROR_CODE code = write ? VIP_ERROR_RDMAW_PROT : VIP_ERROR_RDMAR_PROT;
+    if (reliable(ep)) {
+        break_connection(vi, ep, VIP_ERROR_CONN_LOST, code, UINT64_MAX, e.desc);
+    } else {
+        uint64_t pos = ring_reserve(ep, sizeof(RecHdr) + sizeof(ErrorBody));
+        if (pos != kNone) {
+            auto *b = reinterpret_cast<ErrorBody *>(ring_record(ep, pos) + 1);
+            b->code = code;
+            ring_publish(ep, pos, sizeof(RecHdr) + sizeof(ErrorBody), kError, 0, 0, 0);
+        }
+    }
+    return Push::done;
+}
+
+// Copies through the ring in pieces: sends and RDMA writes when cross-memory
+// attach is not possible, and sends too large for one record.
+Push push_fragments(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, RecType type) {
+    uint64_t len = d.length;
+    uint32_t chunk_max = max_chunk(ep);
+    do {
+        uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(len - e.p2, chunk_max));
+        uint64_t bytes = sizeof(RecHdr) + sizeof(FragBody) + chunk;
+        uint64_t pos = ring_reserve(ep, bytes);
+        if (pos == kNone) return Push::blocked;
+        auto *b = reinterpret_cast<FragBody *>(ring_record(ep, pos) + 1);
+        b->offset = static_cast<uint32_t>(e.p2);
+        b->total = static_cast<uint32_t>(len);
+        b->raddr = d.raddr;
+        b->rhandle = d.rhandle;
+        gather(reinterpret_cast<uint8_t *>(b + 1), d.segs, d.nseg, e.p2, chunk);
+        uint16_t flags = (e.p2 == 0 ? kRecFirst : 0) | (e.p2 + chunk == len ? kRecLast : 0) |
+                         (d.imm ? kRecImm : 0);
+        ring_publish(ep, pos, bytes, type, flags, chunk, d.imm_data);
+        started(e, pos, ep->produced);
+        e.p2 += chunk;
+    } while (e.p2 < len);
+    ++vi->counters.PipelineSends;
+    pushed(vi, ep, e, reliable_reception(ep));
+    return Push::done;
+}
+
+Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
+    const Config &cfg = config();
+    uint64_t len = d.length;
+    uint64_t get_bytes = sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * d.nseg;
+    bool copy = len <= cfg.copy_threshold || !ep->peer_can_access_me || !aligned(d, cfg.get_align) ||
+                get_bytes > ep->ring_size / 2;
+    if (!copy) {
+        uint64_t pos = ring_reserve(ep, get_bytes);
+        if (pos == kNone) return Push::blocked;
+        auto *b = reinterpret_cast<SendGetBody *>(ring_record(ep, pos) + 1);
+        b->pid = static_cast<uint32_t>(self_pid());
+        b->nseg = d.nseg;
+        memcpy(b + 1, d.segs, sizeof(Segment) * d.nseg);
+        ring_publish(ep, pos, get_bytes, kSendGet, d.imm ? kRecImm : 0, static_cast<uint32_t>(len),
+                     d.imm_data);
+        started(e, pos, ep->produced);
+        ++vi->counters.GetSends;
+        pushed(vi, ep, e, true); // the sender's buffer is in use until the receiver read it
+        return Push::done;
+    }
+    uint64_t bytes = sizeof(RecHdr) + len;
+    if (bytes > ep->ring_size / 2 || (e.flags & kWqStarted)) return push_fragments(vi, ep, e, d, kSendFrag);
+    uint64_t pos = ring_reserve(ep, bytes);
+    if (pos == kNone) return Push::blocked;
+    RecHdr *r = ring_record(ep, pos);
+    gather(reinterpret_cast<uint8_t *>(r + 1), d.segs, d.nseg, 0, len);
+    ring_publish(ep, pos, bytes, kSend, d.imm ? kRecImm : 0, static_cast<uint32_t>(len), d.imm_data);
+    started(e, pos, ep->produced);
+    ++vi->counters.CopySends;
+    pushed(vi, ep, e, reliable_reception(ep));
+    return Push::done;
+}
+
+Push push_rdma_write(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
+    if (!ep->can_access_peer) return push_fragments(vi, ep, e, d, kRdmaWriteFrag);
+    if (!(e.flags & kDataMoved)) {
+        if (!remote_allows(ep, d.rhandle, d.raddr, d.length, true)) return refuse_rdma(vi, ep, e, true);
+        uint64_t moved = cma_write(ep->peer_pid, d.segs, d.nseg, d.raddr, d.length);
+        if (moved != d.length) {
+            wq_complete(vi, vi->sq, e, VIP_STATUS_OP_RDMA_WRITE | VIP_STATUS_TRANSPORT_ERROR, 0);
+            if (reliable(ep)) break_connection(vi, ep, VIP_ERROR_RDMA_TRANSPORT, VIP_ERROR_CONN_LOST, UINT64_MAX, e.desc);
+            return Push::done;
+        }
+        e.flags |= kDataMoved | kWqStarted;
+    }
+    if (!d.imm) {
+        wq_complete(vi, vi->sq, e, VIP_STATUS_OP_RDMA_WRITE, 0);
+        return Push::done;
+    }
+    uint64_t pos = ring_reserve(ep, sizeof(RecHdr));
+    if (pos == kNone) return Push::blocked;
+    ring_publish(ep, pos, sizeof(RecHdr), kRdmaWriteImm, kRecImm, static_cast<uint32_t>(d.length), d.imm_data);
+    e.p1 = pos;
+    e.p0 = ep->produced;
+    pushed(vi, ep, e, reliable_reception(ep));
+    return Push::done;
+}
+
+Push push_rdma_read(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t index) {
+    if (ep->can_access_peer) {
+        if (!remote_allows(ep, d.rhandle, d.raddr, d.length, false)) return refuse_rdma(vi, ep, e, false);
+        Segment remote{d.raddr, d.length};
+        uint64_t moved = cma_read(ep->peer_pid, d.segs, d.nseg, &remote, 1, d.length);
+        uint32_t status = VIP_STATUS_OP_RDMA_READ | (moved == d.length ? 0 : VIP_STATUS_TRANSPORT_ERROR);
+        wq_complete(vi, vi->sq, e, status, static_cast<uint32_t>(moved));
+        if (moved != d.length && reliable(ep))
+            break_connection(vi, ep, VIP_ERROR_RDMA_TRANSPORT, VIP_ERROR_CONN_LOST, UINT64_MAX, e.desc);
+        return Push::done;
+    }
+    uint64_t bytes = sizeof(RecHdr) + sizeof(ReadReqBody);
+    uint64_t pos = ring_reserve(ep, bytes);
+    if (pos == kNone) return Push::blocked;
+    auto *b = reinterpret_cast<ReadReqBody *>(ring_record(ep, pos) + 1);
+    b->raddr = d.raddr;
+    b->rhandle = d.rhandle;
+    b->total = static_cast<uint32_t>(d.length);
+    b->req = index;
+    ring_publish(ep, pos, bytes, kRdmaReadReq, 0, 0, 0);
+    started(e, pos, ep->produced);
+    e.p2 = 0;
+    e.flags |= kAwaitResp;
+    return Push::done;
+}
+
+Push push_entry(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t index) {
+    switch (d.op) {
+    case VIP_CONTROL_OP_RDMAWRITE:
+        return push_rdma_write(vi, ep, e, d);
+    case VIP_CONTROL_OP_RDMAREAD:
+        return push_rdma_read(vi, ep, e, d, index);
+    default:
+        return push_send(vi, ep, e, d);
+    }
+}
+
+bool reads_outstanding(Vi *vi, uint64_t before) {
+    for (uint64_t i = vi->sq.visible; i < before; ++i) {
+        const WqEntry &e = vi->sq.at(i);
+        if (e.op == VIP_CONTROL_OP_RDMAREAD && !(e.flags & kWqDone)) return true;
+    }
+    return false;
+}
+
+} // namespace
+
+uint32_t max_chunk(const Endpoint *ep) {
+    uint32_t c = ep->ring_size / 4;
+    if (c > 65536) c = 65536;
+    return c - static_cast<uint32_t>(sizeof(RecHdr) + sizeof(ReadRespBody));
+}
+
+RecHdr *ring_record(Endpoint *ep, uint64_t pos) {
+    return reinterpret_cast<RecHdr *>(ep->out + (pos & ep->mask));
+}
+
+uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
+    bytes = round_line(bytes);
+    uint64_t pos = ep->produced;
+    uint64_t off = pos & ep->mask;
+    uint64_t pad = off + bytes > ep->ring_size ? ep->ring_size - off : 0;
+    uint64_t need = pad + bytes;
+    if (pos + need - ep->peer_consumed > ep->ring_size) {
+        ep->peer_consumed = ep->peer->consumed.load(std::memory_order_acquire);
+        if (pos + need - ep->peer_consumed > ep->ring_size) return kNone;
+    }
+    if (pad) {
+        RecHdr *r = ring_record(ep, pos);
+        r->type = kPad;
+        r->flags = 0;
+        r->len = static_cast<uint32_t>(pad);
+        r->imm = 0;
+        r->seq.store(seq_of(pos), std::memory_order_release);
+        pos += pad;
+        ep->produced = pos;
+    }
+    return pos;
+}
+
+void ring_publish(Endpoint *ep, uint64_t pos, uint64_t bytes, uint16_t type, uint16_t flags,
+                  uint32_t len, uint32_t imm) {
+    RecHdr *r = ring_record(ep, pos);
+    r->type = type;
+    r->flags = flags;
+    r->len = len;
+    r->imm = imm;
+    r->seq.store(seq_of(pos), std::memory_order_release);
+    ep->produced = pos + round_line(bytes);
+}
+
+void push_sends(Vi *vi, Endpoint *ep) {
+    WorkQueue &q = vi->sq;
+    Segment segs[256];
+    uint32_t max_segs = vi->nic->attrs.MaxSegmentsPerDesc;
+    while (ep->up && q.cursor < q.tail) {
+        WqEntry &e = q.at(q.cursor);
+        if (!(e.flags & kWqDone)) {
+            PostedDesc d;
+            uint32_t err = parse_descriptor(vi, e.desc, false, d, segs, max_segs);
+            if (err) {
+                wq_complete(vi, q, e, err | status_op_bits(e.op, false), 0);
+            } else {
+                if (d.fence && reads_outstanding(vi, q.cursor)) break;
+                if (push_entry(vi, ep, e, d, q.cursor) == Push::blocked) break;
+            }
+        }
+        ++q.cursor;
+    }
+}
+
+VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
+    Endpoint *ep = endpoint(vi);
+    WorkQueue &q = vi->sq;
+    uint64_t index = q.tail - 1;
+    if (!ep->up) {
+        // The transport failed after the state check: flushed like the rest.
+        wq_complete(vi, q, *e, status_op_bits(d.op, false) | VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        q.cursor = q.tail;
+        return VIP_SUCCESS;
+    }
+    if (q.cursor == index && !(d.fence && reads_outstanding(vi, index))) {
+        if (push_entry(vi, ep, *e, d, index) == Push::done && q.cursor == index) ++q.cursor;
+    } else {
+        complete_acked(vi, ep);
+        push_sends(vi, ep);
+    }
+    if (ep->up) ring_peer(vi, ep);
+    return VIP_SUCCESS;
+}
+
+void post_recv(Vi *, WqEntry *) {
+    // Receives are matched by the receiver's own progress: nothing to tell the peer.
+}
+
+void complete_acked(Vi *vi, Endpoint *ep) {
+    if (!ep->up) return;
+    uint64_t c = ep->peer->consumed.load(std::memory_order_acquire);
+    ep->peer_consumed = c;
+    WorkQueue &q = vi->sq;
+    for (uint64_t i = q.visible; i < q.cursor; ++i) {
+        WqEntry &e = q.at(i);
+        if ((e.flags & kAwaitAck) && e.p0 <= c) {
+            e.flags &= ~kAwaitAck;
+            wq_complete(vi, q, e, status_op_bits(e.op, false), 0);
+        }
+    }
+}
+
+// Marks the send whose record failed at the receiver (position pos of our out ring).
+void fail_entry_at(Vi *vi, uint64_t pos) {
+    WorkQueue &q = vi->sq;
+    for (uint64_t i = q.visible; i < q.cursor; ++i) {
+        WqEntry &e = q.at(i);
+        if ((e.flags & kWqDone) || !(e.flags & kWqStarted)) continue;
+        if (e.p1 <= pos && pos < e.p0) {
+            uint32_t err = e.op == VIP_CONTROL_OP_SENDRECV ? VIP_STATUS_REMOTE_DESC_ERROR
+                                                           : VIP_STATUS_RDMA_PROT_ERROR;
+            e.flags &= ~(kAwaitAck | kAwaitResp);
+            wq_complete(vi, q, e, status_op_bits(e.op, false) | err, 0);
+            return;
+        }
+    }
+}
+
+// An answer to one of our RDMA reads through the ring.
+bool read_response(Vi *vi, Endpoint *, const ReadRespBody *b, const uint8_t *chunk, uint32_t len, bool last) {
+    WorkQueue &q = vi->sq;
+    if (b->req < q.visible || b->req >= q.cursor) return false;
+    WqEntry &e = q.at(b->req);
+    if (e.op != VIP_CONTROL_OP_RDMAREAD || !(e.flags & kAwaitResp) || b->offset != e.p2) return false;
+    if (b->status) {
+        e.flags &= ~kAwaitResp;
+        wq_complete(vi, q, e, VIP_STATUS_OP_RDMA_READ | VIP_STATUS_RDMA_PROT_ERROR, 0);
+        return true;
+    }
+    Segment segs[256];
+    PostedDesc d;
+    uint32_t err = parse_descriptor(vi, e.desc, false, d, segs, vi->nic->attrs.MaxSegmentsPerDesc);
+    if (err || b->total != d.length || static_cast<uint64_t>(b->offset) + len > d.length) {
+        e.flags &= ~kAwaitResp;
+        wq_complete(vi, q, e, VIP_STATUS_OP_RDMA_READ | (err ? err : VIP_STATUS_LENGTH_ERROR), 0);
+        return true;
+    }
+    scatter(d.segs, d.nseg, b->offset, chunk, len);
+    e.p2 += len;
+    if (last) {
+        e.flags &= ~kAwaitResp;
+        wq_complete(vi, q, e, VIP_STATUS_OP_RDMA_READ, b->total);
+    }
+    return true;
+}
+
+} // namespace vipl::shm

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every build, test and benchmark dependency from Debian bookworm.
+# Idempotent and quiet when everything is already present.
+set -euo pipefail
+
+packages=(
+    build-essential cmake ninja-build pkg-config git
+    catch2
+    clang-14 clang-format-14 libclang-rt-14-dev
+    ucx-utils libucx-dev libfabric-bin libfabric-dev
+    python3 python3-matplotlib
+    util-linux procps iproute2 strace
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
