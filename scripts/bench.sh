@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds optimised, runs every
+# benchmark and writes the report (CSV, Markdown, plots) under out/bench/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+build=${VIPL_BUILD_DIR:-build-release}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIPL_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build"
+exec bash bench/run.sh "$build" "${VIPL_BENCH_OUT:-out/bench}"
