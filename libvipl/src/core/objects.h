@@ -218,10 +218,27 @@ using ViTable = HandleTable<Vi, HandleTag::vi>;
 using CqTable = HandleTable<Cq, HandleTag::cq>;
 using ConnTable = HandleTable<ConnReq, HandleTag::conn>;
 
-NicTable &nics();
-PtagTable &ptags();
-ViTable &vis();
-CqTable &cqs();
-ConnTable &conns();
+// Function-local statics: usable from any static constructor, and inline so
+// the hot path pays one guard check, not a call.
+inline NicTable &nics() {
+    static NicTable *t = new NicTable;
+    return *t;
+}
+inline PtagTable &ptags() {
+    static PtagTable *t = new PtagTable;
+    return *t;
+}
+inline ViTable &vis() {
+    static ViTable *t = new ViTable;
+    return *t;
+}
+inline CqTable &cqs() {
+    static CqTable *t = new CqTable;
+    return *t;
+}
+inline ConnTable &conns() {
+    static ConnTable *t = new ConnTable;
+    return *t;
+}
 
 } // namespace vipl

@@ -37,26 +37,4 @@ int self_pid() {
 
 uint32_t process_epoch() { return g_epoch.load(std::memory_order_relaxed); }
 
-// Function-local statics: usable from static constructors of other files.
-NicTable &nics() {
-    static NicTable *t = new NicTable;
-    return *t;
-}
-PtagTable &ptags() {
-    static PtagTable *t = new PtagTable;
-    return *t;
-}
-ViTable &vis() {
-    static ViTable *t = new ViTable;
-    return *t;
-}
-CqTable &cqs() {
-    static CqTable *t = new CqTable;
-    return *t;
-}
-ConnTable &conns() {
-    static ConnTable *t = new ConnTable;
-    return *t;
-}
-
 } // namespace vipl

@@ -85,7 +85,10 @@ void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err) {
                                         "RDMAW_ABORT", "RDMAR_PROT", "COMP_PROT",
                                         "RDMA_TRANSPORT", "CATASTROPHIC"};
     unsigned code = static_cast<unsigned>(err.ErrorCode);
-    VIPL_WARN("asynchronous error VIP_ERROR_%s on %s %p (no error callback registered)",
+    // A peer that disconnects or exits is normal life; everything else deserves a warning.
+    LogLevel level = err.ErrorCode == VIP_ERROR_CONN_LOST ? LogLevel::info : LogLevel::warn;
+    if (!log_enabled(level)) return;
+    log_line(level, "asynchronous error VIP_ERROR_%s on %s %p (no error callback registered)",
               code < 11 ? names[code] : "?",
               err.ResourceCode == VIP_RESOURCE_CQ ? "CQ" : "VI",
               err.ResourceCode == VIP_RESOURCE_CQ ? err.CQHandle : err.ViHandle);

@@ -63,11 +63,15 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
     return VIP_NOT_DONE;
 }
 
-static uint64_t spin_budget_ns(Vi *vi) {
+static uint64_t spin_budget_ns(Vi *vi, const void *handle) {
     uint64_t ns = static_cast<uint64_t>(config().spin_us) * 1000;
-    if (!ns || !vi->prov) return 0;
+    if (!ns) return 0;
     int me = sched_getcpu();
-    int peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+    int peer = -1;
+    {
+        std::lock_guard<Mutex> g(vi->lock);
+        if (ViTable::still(vi, handle) && vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+    }
     return (peer >= 0 && peer == me) ? 0 : ns;
 }
 
@@ -76,15 +80,24 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
     if (rc != VIP_NOT_DONE) return rc;
     WorkQueue &q = recv ? vi->rq : vi->sq;
 
-    if (uint64_t budget = spin_budget_ns(vi)) {
+    if (uint64_t budget = spin_budget_ns(vi, handle)) {
         uint64_t end = now_ns() + budget;
         if (deadline < end) end = deadline;
         const ViOps *ops = vi->nic->ops->vi;
         for (unsigned i = 0;; ++i) {
-            if (__atomic_load_n(&q.visible, __ATOMIC_ACQUIRE) != __atomic_load_n(&q.head, __ATOMIC_RELAXED) ||
-                ops->pending(vi)) {
-                rc = vi_done(vi, handle, recv, out);
-                if (rc != VIP_NOT_DONE) {
+            // One lock per look: the transport may be torn down by another thread.
+            if (vi->lock.try_lock()) {
+                bool got = false;
+                if (!ViTable::still(vi, handle)) {
+                    vi->lock.unlock();
+                    return VIP_INVALID_PARAMETER;
+                }
+                if (q.head != q.visible || (vi->prov && ops->pending(vi))) {
+                    if (q.head == q.visible) vi_progress(vi);
+                    got = take(q, out, &rc);
+                }
+                vi->lock.unlock();
+                if (got) {
                     ++vi->counters.SpinWins;
                     return rc;
                 }
@@ -182,8 +195,12 @@ static bool members_pending(Cq *cq) {
         if (cq->head != cq->tail) return true;
         members = cq->snapshot;
     }
-    for (Vi *vi : *members)
-        if (vi->prov && vi->nic->ops->vi->pending(vi)) return true;
+    for (Vi *vi : *members) {
+        if (!vi->lock.try_lock()) return true;
+        bool p = vi->alive() && vi->prov && vi->nic->ops->vi->pending(vi);
+        vi->lock.unlock();
+        if (p) return true;
+    }
     return false;
 }
 

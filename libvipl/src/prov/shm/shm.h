@@ -159,12 +159,16 @@ struct Endpoint {
     uint64_t mask = 0;
     uint64_t produced = 0;
     uint64_t peer_consumed = 0; // cached peer->consumed
+    uint32_t unacked = 0;       // sends waiting for the peer to consume their records
     uint64_t consumed = 0;
     pid_t peer_pid = 0;
     PeerRegions *peer_regions = nullptr;
     bool can_access_peer = false;
     bool peer_can_access_me = false;
     uint16_t reliability = 0;
+    uint32_t copy_threshold = 0; // configuration read on the data path, copied at connect
+    uint32_t get_align = 1;
+    bool force_doorbell = false;
     uint64_t next_liveness = 0;
     uint64_t waiter_epoch = 0;
     // Receive side: a fragmented message in progress.

@@ -205,6 +205,10 @@ void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_
     ep->can_access_peer = ep->me->can_access != 0;
     ep->peer_can_access_me = ep->peer->can_access != 0;
     ep->reliability = vi->attrs.ReliabilityLevel;
+    const Config &cfg = config();
+    ep->copy_threshold = cfg.copy_threshold;
+    ep->get_align = cfg.get_align;
+    ep->force_doorbell = cfg.force_doorbell;
     ep->frag = Endpoint::Frag::none;
     ep->read_resp_sent = 0;
     ep->next_liveness = 0;

@@ -24,7 +24,7 @@ void arm(Vi *vi) {
 
 void ring_peer(Vi *vi, Endpoint *ep) {
     uint64_t one = 1;
-    if (config().force_doorbell) {
+    if (ep->force_doorbell) {
         int saved = errno;
         ssize_t n = write(ep->peer_efd, &one, sizeof one);
         (void)n;

@@ -274,7 +274,7 @@ bool pending(Vi *vi) {
     auto *r = reinterpret_cast<const RecHdr *>(ep->in + (ep->consumed & ep->mask));
     if (r->seq.load(std::memory_order_acquire) == seq_of(ep->consumed)) return true;
     if (ep->peer->state.load(std::memory_order_relaxed) != kEndUp) return true;
-    return vi->sq.visible != vi->sq.tail &&
+    return (ep->unacked || vi->sq.cursor != vi->sq.tail) &&
            ep->peer->consumed.load(std::memory_order_relaxed) != ep->peer_consumed;
 }
 
@@ -283,11 +283,15 @@ void progress(Vi *vi) {
     if (!ep || !ep->up) return;
     progress_in(vi, ep);
     if (!ep->up) return;
-    complete_acked(vi, ep);
-    uint64_t produced = ep->produced;
-    push_sends(vi, ep);
-    if (!ep->up) return;
-    if (ep->produced != produced) ring_peer(vi, ep);
+    // The send side has work only if the peer consumed more or sends wait.
+    if (ep->unacked && ep->peer->consumed.load(std::memory_order_relaxed) != ep->peer_consumed)
+        complete_acked(vi, ep);
+    if (vi->sq.cursor != vi->sq.tail) {
+        uint64_t produced = ep->produced;
+        push_sends(vi, ep);
+        if (!ep->up) return;
+        if (ep->produced != produced) ring_peer(vi, ep);
+    }
     if (ep->peer->state.load(std::memory_order_acquire) != kEndUp || peer_hung_up(vi, ep, false))
         peer_gone(vi, ep);
 }

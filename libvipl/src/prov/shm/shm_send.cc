@@ -36,6 +36,7 @@ void started(WqEntry &e, uint64_t first_pos, uint64_t end) {
 void pushed(Vi *vi, Endpoint *ep, WqEntry &e, bool needs_ack) {
     if (needs_ack) {
         e.flags |= kAwaitAck;
+        ++ep->unacked;
         return;
     }
     wq_complete(vi, vi->sq, e, status_op_bits(e.op, false), 0);
@@ -86,10 +87,9 @@ Push push_fragments(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, RecTy
 }
 
 Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
-    const Config &cfg = config();
     uint64_t len = d.length;
     uint64_t get_bytes = sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * d.nseg;
-    bool copy = len <= cfg.copy_threshold || !ep->peer_can_access_me || !aligned(d, cfg.get_align) ||
+    bool copy = len <= ep->copy_threshold || !ep->peer_can_access_me || !aligned(d, ep->get_align) ||
                 get_bytes > ep->ring_size / 2;
     if (!copy) {
         uint64_t pos = ring_reserve(ep, get_bytes);
@@ -287,6 +287,7 @@ void complete_acked(Vi *vi, Endpoint *ep) {
         WqEntry &e = q.at(i);
         if ((e.flags & kAwaitAck) && e.p0 <= c) {
             e.flags &= ~kAwaitAck;
+            --ep->unacked;
             wq_complete(vi, q, e, status_op_bits(e.op, false), 0);
         }
     }
@@ -299,6 +300,7 @@ void fail_entry_at(Vi *vi, uint64_t pos) {
         WqEntry &e = q.at(i);
         if ((e.flags & kWqDone) || !(e.flags & kWqStarted)) continue;
         if (e.p1 <= pos && pos < e.p0) {
+            if (e.flags & kAwaitAck) --endpoint(vi)->unacked;
             uint32_t err = e.op == VIP_CONTROL_OP_SENDRECV ? VIP_STATUS_REMOTE_DESC_ERROR
                                                            : VIP_STATUS_RDMA_PROT_ERROR;
             e.flags &= ~(kAwaitAck | kAwaitResp);
