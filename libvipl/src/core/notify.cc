@@ -196,6 +196,7 @@ void handle_event(uint64_t data) {
     std::lock_guard<Mutex> l(vi->lock);
     if (!ViTable::still(vi, h)) return;
     vi_drain(vi);
+    if (vi->prov) vi->nic->ops->vi->check_peer(vi);
     vi_progress(vi);
 }
 

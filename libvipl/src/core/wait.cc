@@ -133,6 +133,9 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             std::lock_guard<Mutex> g(vi->lock);
             if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
             if (fds[0].revents & POLLIN) vi_drain(vi);
+            bool transport_event = false;
+            for (int i = 1; i < n; ++i) transport_event |= fds[i].revents != 0;
+            if (transport_event && vi->prov) vi->nic->ops->vi->check_peer(vi);
             vi_progress(vi);
             if (take(q, out, &rc)) return rc;
         }
@@ -218,6 +221,7 @@ static void handle_wakeups(Cq *cq) {
         std::lock_guard<Mutex> g(vi->lock);
         if (!vi->alive()) continue;
         vi_drain(vi);
+        if (vi->prov) vi->nic->ops->vi->check_peer(vi);
         vi_progress(vi);
     }
 }

@@ -80,6 +80,9 @@ struct ViOps {
     void (*arm)(Vi *vi);
     // Descriptors to poll besides vi->efd while sleeping (peer hang-up...).
     int (*wait_fds)(Vi *vi, struct pollfd *fds, int max);
+    // One of those descriptors woke a sleeper: look at the peer now rather
+    // than at the next periodic check.
+    void (*check_peer)(Vi *vi);
     // Publishes the CPU this side waits on; returns the CPU the peer last
     // waited on, or -1.  Spinning is pointless when both are the same.
     int (*exchange_cpu)(Vi *vi, int my_cpu);

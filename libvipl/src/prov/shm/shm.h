@@ -259,6 +259,7 @@ void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t 
 void arm(Vi *vi);
 void ring_peer(Vi *vi, Endpoint *ep);
 int wait_fds(Vi *vi, pollfd *fds, int max);
+void check_peer(Vi *vi);
 int exchange_cpu(Vi *vi, int my_cpu);
 // Whether the peer hung up (cheap: checked every LIVENESS_MS unless forced).
 bool peer_hung_up(Vi *vi, Endpoint *ep, bool force);

@@ -268,6 +268,11 @@ void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, VIP_ERROR_CODE
     vi_fail(vi, local, desc);
 }
 
+void check_peer(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (ep && ep->up && peer_hung_up(vi, ep, true)) peer_gone(vi, ep);
+}
+
 bool pending(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return false;
