@@ -45,17 +45,30 @@ void add_fd(int fd, void *handle) {
         epoll_ctl(g.epfd, EPOLL_CTL_MOD, fd, &ev);
 }
 
+// The transport's descriptors (peer hang-up) of a connected VI.
 void watch_vi_fds(Vi *vi, bool add) {
     void *h = ViTable::handle_of(vi);
     pollfd fds[4];
     int n = 0;
     if (vi->prov) n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
-    if (add) {
+    for (int i = 0; i < n; ++i) {
+        if (add)
+            add_fd(fds[i].fd, h);
+        else
+            epoll_ctl(g.epfd, EPOLL_CTL_DEL, fds[i].fd, nullptr);
+    }
+}
+
+// The VI's doorbell, only while a Notify handler waits: otherwise the thread
+// would take wake-ups meant for a program polling the VI's wait fd.
+void watch_doorbell(Vi *vi, void *h, bool add) {
+    auto it = std::find(g.vis.begin(), g.vis.end(), h);
+    if (add && it == g.vis.end()) {
+        g.vis.push_back(h);
         add_fd(vi->efd, h);
-        for (int i = 0; i < n; ++i) add_fd(fds[i].fd, h);
-    } else {
+    } else if (!add && it != g.vis.end()) {
+        g.vis.erase(it);
         epoll_ctl(g.epfd, EPOLL_CTL_DEL, vi->efd, nullptr);
-        for (int i = 0; i < n; ++i) epoll_ctl(g.epfd, EPOLL_CTL_DEL, fds[i].fd, nullptr);
     }
 }
 
@@ -138,15 +151,21 @@ bool deliver_notifies() {
         ran = true;
     }
     // Forget targets whose handlers have all run.
+    for (void *h : vi_list)
+        if (Vi *vi = vis().lookup(h)) {
+            std::lock_guard<Mutex> vl(vi->lock);
+            if (!ViTable::still(vi, h) || vi->sq.notify || vi->rq.notify) continue;
+            std::lock_guard<Mutex> l(g.lock);
+            watch_doorbell(vi, h, false);
+        }
     std::lock_guard<Mutex> l(g.lock);
-    auto gone_vi = [](void *h) {
-        Vi *vi = vis().lookup(h);
-        return !vi || (!vi->sq.notify && !vi->rq.notify);
-    };
+    auto gone_vi = [](void *h) { return !vis().lookup(h); };
     g.vis.erase(std::remove_if(g.vis.begin(), g.vis.end(), gone_vi), g.vis.end());
     auto gone_cq = [](void *h) {
         Cq *cq = cqs().lookup(h);
-        return !cq || !cq->notify;
+        if (cq && cq->notify) return false;
+        if (cq) epoll_ctl(g.epfd, EPOLL_CTL_DEL, cq->epfd, nullptr);
+        return true;
     };
     g.cqs.erase(std::remove_if(g.cqs.begin(), g.cqs.end(), gone_cq), g.cqs.end());
     return ran;
@@ -165,18 +184,7 @@ void arm_targets() {
             if (ViTable::still(vi, h)) vi_arm(vi);
         }
     for (void *h : cq_list)
-        if (Cq *cq = cqs().lookup(h)) {
-            std::shared_ptr<const std::vector<Vi *>> members;
-            {
-                std::lock_guard<Mutex> l(cq->lock);
-                members = cq->snapshot;
-            }
-            if (members)
-                for (Vi *vi : *members) {
-                    std::lock_guard<Mutex> l(vi->lock);
-                    if (vi->alive()) vi_arm(vi);
-                }
-        }
+        if (Cq *cq = cqs().lookup(h)) cq_arm_members(cq);
 }
 
 void handle_event(uint64_t data) {
@@ -188,14 +196,14 @@ void handle_event(uint64_t data) {
     }
     void *h = reinterpret_cast<void *>(data);
     if ((data >> 56) == static_cast<uint64_t>(HandleTag::cq)) {
-        if (Cq *cq = cqs().lookup(h)) cq_drain(cq);
+        if (Cq *cq = cqs().lookup(h)) cq_handle_wakeups(cq);
         return;
     }
     Vi *vi = vis().lookup(h);
     if (!vi) return;
     std::lock_guard<Mutex> l(vi->lock);
     if (!ViTable::still(vi, h)) return;
-    vi_drain(vi);
+    if (vi->sq.notify || vi->rq.notify) vi_drain(vi); // the doorbell is ours only then
     if (vi->prov) vi->nic->ops->vi->check_peer(vi);
     vi_progress(vi);
 }
@@ -292,13 +300,13 @@ void notifier_watch_vi(Vi *vi, bool add) {
     bool has_notify = vi->sq.notify || vi->rq.notify;
     std::lock_guard<Mutex> l(g.lock);
     if (!g.running) return;
-    if (add != vi->watched.load()) {
-        vi->watched.store(add);
-        watch_vi_fds(vi, add);
+    bool connected = vi->state.load() == VIP_STATE_CONNECTED;
+    bool transport = add && connected;
+    if (transport != vi->watched.load()) {
+        vi->watched.store(transport);
+        watch_vi_fds(vi, transport);
     }
-    void *h = ViTable::handle_of(vi);
-    if (add && has_notify && std::find(g.vis.begin(), g.vis.end(), h) == g.vis.end())
-        g.vis.push_back(h);
+    watch_doorbell(vi, ViTable::handle_of(vi), add && has_notify);
     poke_locked();
 }
 
@@ -306,11 +314,12 @@ void notifier_watch_cq(Cq *cq, bool add) {
     std::lock_guard<Mutex> l(g.lock);
     if (!g.running) return;
     void *h = CqTable::handle_of(cq);
+    // The CQ's poll set holds its doorbell and its members': one descriptor to watch.
     if (add) {
-        add_fd(cq->efd, h);
+        add_fd(cq->epfd, h);
         if (std::find(g.cqs.begin(), g.cqs.end(), h) == g.cqs.end()) g.cqs.push_back(h);
     } else {
-        epoll_ctl(g.epfd, EPOLL_CTL_DEL, cq->efd, nullptr);
+        epoll_ctl(g.epfd, EPOLL_CTL_DEL, cq->epfd, nullptr);
         g.cqs.erase(std::remove(g.cqs.begin(), g.cqs.end(), h), g.cqs.end());
     }
     poke_locked();

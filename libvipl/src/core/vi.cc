@@ -109,8 +109,8 @@ void vi_fail(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
     int state = vi->state.load(std::memory_order_relaxed);
     if (state == VIP_STATE_ERROR || state == VIP_STATE_IDLE) return;
     vi->state.store(VIP_STATE_ERROR, std::memory_order_release);
-    wq_flush(vi, vi->sq, VIP_STATUS_TRANSPORT_ERROR);
-    wq_flush(vi, vi->rq, VIP_STATUS_TRANSPORT_ERROR);
+    wq_flush(vi, vi->sq, VIP_STATUS_DESC_FLUSHED_ERROR);
+    wq_flush(vi, vi->rq, VIP_STATUS_DESC_FLUSHED_ERROR);
     vi_report(vi, code, desc, op);
     // State changes make the wait fd readable even with nothing completed.
     vi->kicked.store(false, std::memory_order_relaxed);

@@ -35,6 +35,12 @@ void vi_arm(Vi *vi) {
     if (vi->prov) vi->nic->ops->vi->arm(vi);
 }
 
+void vi_rearm(Vi *vi) {
+    bool rang = vi->prov && !vi->nic->ops->vi->armed(vi);
+    if (rang || vi->kicked.load(std::memory_order_acquire)) vi_drain(vi);
+    vi_arm(vi);
+}
+
 static bool take(WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
     if (q.head == q.visible) return false;
     WqEntry &e = q.at(q.head);
@@ -46,8 +52,7 @@ static bool take(WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
 
 // After a Done found nothing, a program waiting on the fd must be woken by the next event.
 static void rearm_for_fd(Vi *vi) {
-    vi_drain(vi);
-    vi_arm(vi);
+    vi_rearm(vi);
     if (vi->prov && vi->nic->ops->vi->pending(vi)) vi_wake(vi);
 }
 
@@ -158,7 +163,7 @@ static void progress_members(Cq *cq, bool arm) {
     for (Vi *vi : *members) {
         std::lock_guard<Mutex> g(vi->lock);
         if (!vi->alive()) continue;
-        if (arm) vi_arm(vi);
+        if (arm) vi_rearm(vi);
         vi_progress(vi);
     }
 }
@@ -170,6 +175,8 @@ static bool cq_take(Cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
     *recv = e.recv;
     return true;
 }
+
+void cq_arm_members(Cq *cq) { progress_members(cq, true); }
 
 void cq_rearm_for_fd(Cq *cq) {
     cq_drain(cq);
@@ -208,7 +215,7 @@ static bool members_pending(Cq *cq) {
 }
 
 // Drains whatever woke us: the CQ's own doorbell and those of its members.
-static void handle_wakeups(Cq *cq) {
+void cq_handle_wakeups(Cq *cq) {
     epoll_event evs[64];
     int n = epoll_wait(cq->epfd, evs, 64, 0);
     for (int i = 0; i < n; ++i) {
@@ -256,7 +263,7 @@ VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE 
         PollResult pr = poll_until(&fd, 1, deadline);
         cq->sleepers.fetch_sub(1, std::memory_order_seq_cst);
         if (!CqTable::still(cq, handle)) return VIP_INVALID_PARAMETER;
-        handle_wakeups(cq);
+        cq_handle_wakeups(cq);
         if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
         if (pr == PollResult::interrupted) return VIP_INTERRUPTED;
         if (pr == PollResult::timeout || (deadline != kNoDeadline && now_ns() >= deadline))

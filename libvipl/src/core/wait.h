@@ -26,7 +26,16 @@ VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE 
 // and wakes it at once if an entry is already queued.
 void cq_rearm_for_fd(Cq *cq);
 
+// Drains what woke a CQ waiter (its doorbell, its members') and runs the
+// members' progress.
+void cq_handle_wakeups(Cq *cq);
+// Re-arms every member of a CQ and runs its progress.
+void cq_arm_members(Cq *cq);
+
 // Arms a VI so that its next event makes vi->efd readable (lock held).
 void vi_arm(Vi *vi);
+// Drains vi->efd if it may hold a count (a kick, or a ring that consumed the
+// last arming), then arms again (lock held).  No system call when idle.
+void vi_rearm(Vi *vi);
 
 } // namespace vipl

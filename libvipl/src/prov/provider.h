@@ -78,6 +78,8 @@ struct ViOps {
     bool (*pending)(Vi *vi);
     // Asks the peer to write vi->efd at its next event.
     void (*arm)(Vi *vi);
+    // Whether the last arming is still pending (the peer has not rung since).
+    bool (*armed)(Vi *vi);
     // Descriptors to poll besides vi->efd while sleeping (peer hang-up...).
     int (*wait_fds)(Vi *vi, struct pollfd *fds, int max);
     // One of those descriptors woke a sleeper: look at the peer now rather

@@ -158,7 +158,8 @@ struct Endpoint {
     uint32_t ring_size = 0;
     uint64_t mask = 0;
     uint64_t produced = 0;
-    uint64_t peer_consumed = 0; // cached peer->consumed
+    uint64_t peer_consumed = 0; // cached peer->consumed, for ring space
+    uint64_t acked = 0;         // peer->consumed when acknowledgements were last processed
     uint32_t unacked = 0;       // sends waiting for the peer to consume their records
     uint64_t consumed = 0;
     pid_t peer_pid = 0;
@@ -257,6 +258,7 @@ void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t 
 
 // shm_doorbell.cc
 void arm(Vi *vi);
+bool armed(Vi *vi);
 void ring_peer(Vi *vi, Endpoint *ep);
 int wait_fds(Vi *vi, pollfd *fds, int max);
 void check_peer(Vi *vi);

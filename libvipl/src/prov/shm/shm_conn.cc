@@ -198,7 +198,7 @@ void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_
     ep->in = base + static_cast<size_t>(1 - side) * h->ring_size;
     ep->ring_size = h->ring_size;
     ep->mask = h->ring_size - 1;
-    ep->produced = ep->peer_consumed = ep->consumed = 0;
+    ep->produced = ep->peer_consumed = ep->acked = ep->consumed = 0;
     ep->sock = sock;
     ep->peer_efd = peer_efd;
     ep->peer_pid = peer_pid;

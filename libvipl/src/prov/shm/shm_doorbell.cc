@@ -22,6 +22,11 @@ void arm(Vi *vi) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
+bool armed(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    return ep && ep->up && (ep->me->waiter.load(std::memory_order_acquire) & 1);
+}
+
 void ring_peer(Vi *vi, Endpoint *ep) {
     uint64_t one = 1;
     if (ep->force_doorbell) {

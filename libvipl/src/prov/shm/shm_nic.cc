@@ -52,7 +52,7 @@ const NicOps kNicOps = {
 const ViOps kViOps = {
     sizeof(ViOps), vi_create,  vi_destroy, connect_request, peer_request, peer_progress,
     disconnect,    post_send,  post_recv,  progress,        pending,      arm,
-    wait_fds,      check_peer,  exchange_cpu,
+    armed,         wait_fds,   check_peer, exchange_cpu,
 };
 
 } // namespace

@@ -92,7 +92,8 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         payload = reinterpret_cast<const uint8_t *>(b + 1);
         if (offset + r->len > total) return Step::failed;
     }
-    if (!err && total > capacity) err = VIP_STATUS_LENGTH_ERROR;
+    // An RDMA write's data went to the target region: only the immediate data uses the descriptor.
+    if (!err && type != kRdmaWriteImm && total > capacity) err = VIP_STATUS_LENGTH_ERROR;
     if (err) {
         ++q.cursor;
         ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::dropping;
@@ -279,8 +280,8 @@ bool pending(Vi *vi) {
     auto *r = reinterpret_cast<const RecHdr *>(ep->in + (ep->consumed & ep->mask));
     if (r->seq.load(std::memory_order_acquire) == seq_of(ep->consumed)) return true;
     if (ep->peer->state.load(std::memory_order_relaxed) != kEndUp) return true;
-    return (ep->unacked || vi->sq.cursor != vi->sq.tail) &&
-           ep->peer->consumed.load(std::memory_order_relaxed) != ep->peer_consumed;
+    uint64_t c = ep->peer->consumed.load(std::memory_order_relaxed);
+    return (ep->unacked && c != ep->acked) || (vi->sq.cursor != vi->sq.tail && c != ep->peer_consumed);
 }
 
 void progress(Vi *vi) {
@@ -289,7 +290,7 @@ void progress(Vi *vi) {
     progress_in(vi, ep);
     if (!ep->up) return;
     // The send side has work only if the peer consumed more or sends wait.
-    if (ep->unacked && ep->peer->consumed.load(std::memory_order_relaxed) != ep->peer_consumed)
+    if (ep->unacked && ep->peer->consumed.load(std::memory_order_relaxed) != ep->acked)
         complete_acked(vi, ep);
     if (vi->sq.cursor != vi->sq.tail) {
         uint64_t produced = ep->produced;

@@ -282,6 +282,7 @@ void complete_acked(Vi *vi, Endpoint *ep) {
     if (!ep->up) return;
     uint64_t c = ep->peer->consumed.load(std::memory_order_acquire);
     ep->peer_consumed = c;
+    ep->acked = c;
     WorkQueue &q = vi->sq;
     for (uint64_t i = q.visible; i < q.cursor; ++i) {
         WqEntry &e = q.at(i);
