@@ -482,8 +482,7 @@ VIP_RETURN VipSendWait(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Timeout,
  */
 VIP_RETURN VipSendNotify(IN VIP_VI_HANDLE ViHandle, IN VIP_PVOID Context,
                          IN void (*Handler)(VIP_PVOID Context, VIP_NIC_HANDLE NicHandle,
-                                            VIP_VI_HANDLE ViHandle,
-                                            VIP_DESCRIPTOR *DescriptorPtr));
+                                            VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr));
 
 /*
  * Posts a receive descriptor (allowed in the Idle, Pending and Connected
@@ -502,8 +501,7 @@ VIP_RETURN VipRecvWait(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Timeout,
 /* As VipSendNotify, for the receive queue. */
 VIP_RETURN VipRecvNotify(IN VIP_VI_HANDLE ViHandle, IN VIP_PVOID Context,
                          IN void (*Handler)(VIP_PVOID Context, VIP_NIC_HANDLE NicHandle,
-                                            VIP_VI_HANDLE ViHandle,
-                                            VIP_DESCRIPTOR *DescriptorPtr));
+                                            VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr));
 
 /* ===================================================== completion queues */
 

@@ -67,7 +67,8 @@ int main(int argc, char **argv) {
             VipProviderInfo(i, &p);
             char devices[256];
             snprintf(devices, sizeof devices, "%s", p.Devices);
-            for (char *save, *d = strtok_r(devices, ", ", &save); d; d = strtok_r(nullptr, ", ", &save))
+            for (char *save, *d = strtok_r(devices, ", ", &save); d;
+                 d = strtok_r(nullptr, ", ", &save))
                 print_nic(d);
         }
         printf("\n");
@@ -76,7 +77,8 @@ int main(int argc, char **argv) {
     for (VIP_ULONG i = 0; i < VipConfigCount(); ++i) {
         VIP_CONFIG_INFO c;
         VipConfigInfo(i, &c);
-        printf("  %-20s default %-16s value %-16s\n      %s\n", c.Name, c.DefaultValue, c.Value, c.Help);
+        printf("  %-20s default %-16s value %-16s\n      %s\n", c.Name, c.DefaultValue, c.Value,
+               c.Help);
     }
     return 0;
 }

@@ -94,7 +94,8 @@ struct Side {
     std::vector<uint8_t> address(const std::string &host, const std::string &disc) {
         std::vector<uint8_t> a(sizeof(VIP_NET_ADDRESS) + 64 + disc.size());
         auto *na = reinterpret_cast<VIP_NET_ADDRESS *>(a.data());
-        check("VipNSGetHostByName", VipNSGetHostByName(nic, const_cast<char *>(host.c_str()), na, 0));
+        check("VipNSGetHostByName",
+              VipNSGetHostByName(nic, const_cast<char *>(host.c_str()), na, 0));
         na->DiscriminatorLen = static_cast<VIP_UINT16>(disc.size());
         memcpy(na->HostAddress + na->HostAddressLen, disc.data(), disc.size());
         return a;
@@ -145,7 +146,9 @@ struct Side {
 };
 
 double now_us() {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
 }
 
 void serve(const Options &o) {
@@ -155,8 +158,9 @@ void serve(const Options &o) {
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 128);
     VIP_VI_ATTRIBUTES ra;
     VIP_CONN_HANDLE conn;
-    check("VipConnectWait", VipConnectWait(s.nic, local, 30000, reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()),
-                                           &ra, &conn));
+    check("VipConnectWait",
+          VipConnectWait(s.nic, local, 30000, reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()),
+                         &ra, &conn));
     check("VipConnectAccept", VipConnectAccept(conn, s.vi));
     // Latency messages (no immediate data) are echoed.  In the bandwidth phase
     // (immediate data 1) every `window` messages return that many credits
@@ -193,7 +197,8 @@ void run_client(const Options &o) {
     VIP_RETURN rc = VIP_NO_MATCH;
     for (int tries = 0; tries < 500 && rc == VIP_NO_MATCH; ++tries) {
         rc = VipConnectRequest(c.vi, reinterpret_cast<VIP_NET_ADDRESS *>(c.addr_local.data()),
-                               reinterpret_cast<VIP_NET_ADDRESS *>(c.addr_remote.data()), 10000, &ra);
+                               reinterpret_cast<VIP_NET_ADDRESS *>(c.addr_remote.data()), 10000,
+                               &ra);
         if (rc == VIP_NO_MATCH) usleep(10000);
     }
     check("VipConnectRequest", rc);
@@ -214,7 +219,8 @@ void run_client(const Options &o) {
             lat = (now_us() - t0) / iters / 2;
         }
         if (o.mode != "lat") {
-            long n = std::max(16L, std::min(iters, static_cast<long>((1u << 30) / std::max<uint32_t>(size, 1))));
+            long n = std::max(
+                16L, std::min(iters, static_cast<long>((1u << 30) / std::max<uint32_t>(size, 1))));
             double t0 = now_us();
             long credits = 2L * c.window;
             int inflight = 0;
@@ -291,8 +297,9 @@ int main(int argc, char **argv) {
             o.mode = optarg;
             break;
         default:
-            fprintf(stderr, "usage: vipl-pingpong -s|-c|-f [-d device] [-h host] [-D disc] [-S sizes] "
-                            "[-n iterations] [-w window] [-m lat|bw|both]\n");
+            fprintf(stderr,
+                    "usage: vipl-pingpong -s|-c|-f [-d device] [-h host] [-D disc] [-S sizes] "
+                    "[-n iterations] [-w window] [-m lat|bw|both]\n");
             return 2;
         }
     }

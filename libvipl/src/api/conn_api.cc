@@ -38,7 +38,8 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, 
                           VIP_CONN_HANDLE *ConnHandle) {
     return api_call([&] {
         Nic *nic = find_nic(NicHandle);
-        if (!nic || !valid_address(nic, LocalAddr) || !RemoteAddr || !RemoteViAttribs || !ConnHandle)
+        if (!nic || !valid_address(nic, LocalAddr) || !RemoteAddr || !RemoteViAttribs ||
+            !ConnHandle)
             return VIP_INVALID_PARAMETER;
         ConnReq *req = conns().alloc(UINT32_MAX);
         if (!req) return VIP_ERROR_RESOURCE;
@@ -94,8 +95,8 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
             !RemoteViAttribs)
             return VIP_INVALID_PARAMETER;
         if (!begin_connect(vi)) return VIP_INVALID_STATE;
-        VIP_RETURN rc = vi->nic->ops->vi->connect_request(vi, LocalAddr, RemoteAddr,
-                                                          deadline_after_ms(Timeout), RemoteViAttribs);
+        VIP_RETURN rc = vi->nic->ops->vi->connect_request(
+            vi, LocalAddr, RemoteAddr, deadline_after_ms(Timeout), RemoteViAttribs);
         return end_connect(vi, ViHandle, rc);
     });
 }
@@ -119,8 +120,8 @@ VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalA
         if (!vi || !valid_address(vi->nic, LocalAddr) || !valid_address(vi->nic, RemoteAddr))
             return VIP_INVALID_PARAMETER;
         if (!begin_connect(vi)) return VIP_INVALID_STATE;
-        VIP_RETURN rc = vi->nic->ops->vi->peer_request(vi, LocalAddr, RemoteAddr,
-                                                       deadline_after_ms(Timeout));
+        VIP_RETURN rc =
+            vi->nic->ops->vi->peer_request(vi, LocalAddr, RemoteAddr, deadline_after_ms(Timeout));
         if (rc == VIP_SUCCESS) {
             std::lock_guard<Mutex> g(vi->lock);
             vi->peer_pending = true;

@@ -34,10 +34,18 @@ inline VIP_RETURN api_call(F &&body) {
     }
 }
 
-inline Nic *find_nic(VIP_NIC_HANDLE h) { return nics().lookup(h); }
-inline Vi *find_vi(VIP_VI_HANDLE h) { return vis().lookup(h); }
-inline Cq *find_cq(VIP_CQ_HANDLE h) { return cqs().lookup(h); }
-inline ConnReq *find_conn(VIP_CONN_HANDLE h) { return conns().lookup(h); }
+inline Nic *find_nic(VIP_NIC_HANDLE h) {
+    return nics().lookup(h);
+}
+inline Vi *find_vi(VIP_VI_HANDLE h) {
+    return vis().lookup(h);
+}
+inline Cq *find_cq(VIP_CQ_HANDLE h) {
+    return cqs().lookup(h);
+}
+inline ConnReq *find_conn(VIP_CONN_HANDLE h) {
+    return conns().lookup(h);
+}
 inline Ptag *find_ptag(Nic *nic, VIP_PROTECTION_HANDLE h) {
     Ptag *p = ptags().lookup(h);
     return (p && p->nic == nic) ? p : nullptr;

@@ -1,8 +1,9 @@
 // Extensions: wait descriptors, counters, return-code names, introspection.
 #include "api/entry.h"
-#include "core/log.h"
 #include "core/config.h"
 #include "core/cq.h"
+#include "core/fds.h"
+#include "core/log.h"
 #include "core/vi.h"
 #include "core/wait.h"
 #include "prov/provider.h"
@@ -16,14 +17,25 @@ namespace vipl {
 extern "C" {
 
 const char *VipReturnString(VIP_RETURN Code) {
-    static const char *const names[] = {
-        "VIP_SUCCESS",          "VIP_NOT_DONE",       "VIP_INVALID_PARAMETER",
-        "VIP_ERROR_RESOURCE",   "VIP_TIMEOUT",        "VIP_REJECT",
-        "VIP_INVALID_RELIABILITY_LEVEL", "VIP_INVALID_MTU", "VIP_INVALID_QOS",
-        "VIP_INVALID_PTAG",     "VIP_INVALID_RDMAREAD", "VIP_DESCRIPTOR_ERROR",
-        "VIP_INVALID_STATE",    "VIP_ERROR_NAMESERVICE", "VIP_NO_MATCH",
-        "VIP_NOT_REACHABLE",    "VIP_ERROR_NOT_SUPPORTED", "VIP_INTERRUPTED",
-        "VIP_ERROR_REENTERED"};
+    static const char *const names[] = {"VIP_SUCCESS",
+                                        "VIP_NOT_DONE",
+                                        "VIP_INVALID_PARAMETER",
+                                        "VIP_ERROR_RESOURCE",
+                                        "VIP_TIMEOUT",
+                                        "VIP_REJECT",
+                                        "VIP_INVALID_RELIABILITY_LEVEL",
+                                        "VIP_INVALID_MTU",
+                                        "VIP_INVALID_QOS",
+                                        "VIP_INVALID_PTAG",
+                                        "VIP_INVALID_RDMAREAD",
+                                        "VIP_DESCRIPTOR_ERROR",
+                                        "VIP_INVALID_STATE",
+                                        "VIP_ERROR_NAMESERVICE",
+                                        "VIP_NO_MATCH",
+                                        "VIP_NOT_REACHABLE",
+                                        "VIP_ERROR_NOT_SUPPORTED",
+                                        "VIP_INTERRUPTED",
+                                        "VIP_ERROR_REENTERED"};
     unsigned c = static_cast<unsigned>(Code);
     return c < sizeof names / sizeof names[0] ? names[c] : "VIP_UNKNOWN";
 }
@@ -35,7 +47,7 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
         std::lock_guard<Mutex> g(vi->lock);
         if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (vi->user_fd < 0) {
-            int ep = epoll_create1(EPOLL_CLOEXEC);
+            int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
             if (ep < 0) {
                 VIPL_LOG(error, "VipGetViWaitFd: epoll_create1: %s", strerror(errno));
                 return VIP_ERROR_RESOURCE;
@@ -87,7 +99,9 @@ VIP_RETURN VipQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_VI_COUNTERS *Counters)
     });
 }
 
-VIP_ULONG VipProviderCount(void) { return provider_count(); }
+VIP_ULONG VipProviderCount(void) {
+    return provider_count();
+}
 
 VIP_RETURN VipProviderInfo(VIP_ULONG Index, VIP_PROVIDER_INFO *Info) {
     if (!Info || Index >= provider_count()) return VIP_INVALID_PARAMETER;
@@ -98,7 +112,9 @@ VIP_RETURN VipProviderInfo(VIP_ULONG Index, VIP_PROVIDER_INFO *Info) {
     return VIP_SUCCESS;
 }
 
-VIP_ULONG VipConfigCount(void) { return config_key_count(); }
+VIP_ULONG VipConfigCount(void) {
+    return config_key_count();
+}
 
 VIP_RETURN VipConfigInfo(VIP_ULONG Index, VIP_CONFIG_INFO *Info) {
     if (!Info || Index >= config_key_count()) return VIP_INVALID_PARAMETER;

@@ -2,8 +2,8 @@
 #include "api/entry.h"
 #include "core/config.h"
 #include "core/cq.h"
-#include "core/log.h"
 #include "core/lifecycle.h"
+#include "core/log.h"
 #include "prov/provider.h"
 
 #include <cerrno>
@@ -135,7 +135,8 @@ VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE Ptag) 
 }
 
 static uint32_t region_flags(const VIP_MEM_ATTRIBUTES &a) {
-    return (a.EnableRdmaWrite ? uint32_t(kRegionRdmaWrite) : 0u) | (a.EnableRdmaRead ? uint32_t(kRegionRdmaRead) : 0u);
+    return (a.EnableRdmaWrite ? uint32_t(kRegionRdmaWrite) : 0u) |
+           (a.EnableRdmaRead ? uint32_t(kRegionRdmaRead) : 0u);
 }
 
 VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_ULONG Length,
@@ -158,7 +159,8 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
             VIPL_INFO("VipRegisterMem: [%p, +%lu) is not mapped", VirtualAddress, Length);
             return VIP_INVALID_PARAMETER;
         }
-        VIP_RETURN rc = nic->regions.add(addr, Length, p->id(), region_flags(*MemAttribs), MemHandle);
+        VIP_RETURN rc =
+            nic->regions.add(addr, Length, p->id(), region_flags(*MemAttribs), MemHandle);
         if (rc == VIP_SUCCESS) p->users.fetch_add(1);
         return rc;
     });
@@ -187,7 +189,8 @@ VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
         if (!nic) return VIP_INVALID_PARAMETER;
         std::lock_guard<Mutex> g(nic->lock);
         const RegionEntry *e = nic->regions.find(MemHandle);
-        if (!e || e->base != reinterpret_cast<uint64_t>(VirtualAddress)) return VIP_INVALID_PARAMETER;
+        if (!e || e->base != reinterpret_cast<uint64_t>(VirtualAddress))
+            return VIP_INVALID_PARAMETER;
         uint32_t ptag = e->ptag;
         // Hide the region first so no new post can start using it, then look
         // for posted descriptors that still do.

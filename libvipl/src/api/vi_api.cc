@@ -2,8 +2,9 @@
 #include "api/entry.h"
 #include "core/config.h"
 #include "core/cq.h"
-#include "core/log.h"
+#include "core/fds.h"
 #include "core/lifecycle.h"
+#include "core/log.h"
 #include "prov/provider.h"
 
 #include <cerrno>
@@ -13,7 +14,9 @@
 
 namespace vipl {
 
-static bool one_bit(unsigned v) { return v && !(v & (v - 1)); }
+static bool one_bit(unsigned v) {
+    return v && !(v & (v - 1));
+}
 
 // The checks VipCreateVi and VipSetViAttributes share.
 static VIP_RETURN check_attributes(Nic *nic, const VIP_VI_ATTRIBUTES &a, Ptag **ptag) {
@@ -38,7 +41,8 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         if (!nic || !ViAttribs || !ViHandle) return VIP_INVALID_PARAMETER;
         Cq *scq = SendCQHandle ? find_cq(SendCQHandle) : nullptr;
         Cq *rcq = RecvCQHandle ? find_cq(RecvCQHandle) : nullptr;
-        if ((SendCQHandle && (!scq || scq->nic != nic)) || (RecvCQHandle && (!rcq || rcq->nic != nic)))
+        if ((SendCQHandle && (!scq || scq->nic != nic)) ||
+            (RecvCQHandle && (!rcq || rcq->nic != nic)))
             return VIP_INVALID_PARAMETER;
         std::lock_guard<Mutex> g(nic->lock);
         Ptag *ptag;
@@ -64,7 +68,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         vi->next_liveness = 0;
         vi->peer_pending = false;
         vi->counters = VIP_VI_COUNTERS{};
-        vi->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        vi->efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
         if (vi->efd < 0) {
             VIPL_ERROR("VipCreateVi: eventfd: %s", strerror(errno));
             vis().release(vi);
@@ -72,7 +76,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         }
         rc = nic->ops->vi->create(vi);
         if (rc != VIP_SUCCESS) {
-            close(vi->efd);
+            fd_close(vi->efd);
             vi->efd = -1;
             vis().release(vi);
             return rc;

@@ -28,7 +28,8 @@ static void record_regions(WqEntry &e, const VIP_DESCRIPTOR *d, VIP_MEM_HANDLE m
     uint32_t first = op == VIP_CONTROL_OP_SENDRECV ? 0 : 1;
     uint32_t n = d->CS.SegCount;
     uint32_t k = 1;
-    for (uint32_t i = first; i < n && k < 3; ++i, ++k) e.regions[k] = region_index((&d->DS[0] + i)->Local.Handle);
+    for (uint32_t i = first; i < n && k < 3; ++i, ++k)
+        e.regions[k] = region_index((&d->DS[0] + i)->Local.Handle);
     e.more_segments = n > first + 2 ? n - first - 2 : 0;
 }
 
@@ -51,7 +52,8 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
         return VIP_DESCRIPTOR_ERROR;
     }
     WorkQueue &q = recv ? vi->rq : vi->sq;
-    if (q.size() >= vi->nic->attrs.MaxDescriptorsPerQueue || !q.grow(vi->nic->attrs.MaxDescriptorsPerQueue))
+    if (q.size() >= vi->nic->attrs.MaxDescriptorsPerQueue ||
+        !q.grow(vi->nic->attrs.MaxDescriptorsPerQueue))
         return VIP_ERROR_RESOURCE;
     d->CS.Status = 0;
     WqEntry &e = q.at(q.tail);
@@ -135,12 +137,14 @@ VIP_RETURN VipRecvWait(VIP_VI_HANDLE ViHandle, VIP_ULONG Timeout, VIP_DESCRIPTOR
 }
 
 VIP_RETURN VipSendNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context,
-                         void (*Handler)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR *)) {
+                         void (*Handler)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE,
+                                         VIP_DESCRIPTOR *)) {
     return api_call([&] { return set_notify(ViHandle, Context, Handler, false); });
 }
 
 VIP_RETURN VipRecvNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context,
-                         void (*Handler)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR *)) {
+                         void (*Handler)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE,
+                                         VIP_DESCRIPTOR *)) {
     return api_call([&] { return set_notify(ViHandle, Context, Handler, true); });
 }
 

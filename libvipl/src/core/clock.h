@@ -23,7 +23,9 @@ inline uint64_t coarse_ns() {
 
 constexpr uint64_t kNoDeadline = UINT64_MAX;
 
-inline bool is_infinite(VIP_ULONG timeout_ms) { return timeout_ms >= VIP_INFINITE; }
+inline bool is_infinite(VIP_ULONG timeout_ms) {
+    return timeout_ms >= VIP_INFINITE;
+}
 
 inline uint64_t deadline_after_ms(VIP_ULONG timeout_ms) {
     if (is_infinite(timeout_ms)) return kNoDeadline;
@@ -42,7 +44,8 @@ inline int poll_timeout_ms(uint64_t deadline) {
 inline timespec to_timespec(uint64_t deadline) {
     uint64_t now = now_ns();
     uint64_t left = deadline > now ? deadline - now : 0;
-    return timespec{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
+    return timespec{static_cast<time_t>(left / 1000000000ull),
+                    static_cast<long>(left % 1000000000ull)};
 }
 
 inline void cpu_relax() {

@@ -24,7 +24,9 @@ struct Row {
 };
 
 #define ROW(name, def, type, field, lo, hi, help)                                                  \
-    Row { {name, def, help}, Type::type, offsetof(Config, field), lo, hi }
+    Row {                                                                                          \
+        {name, def, help}, Type::type, offsetof(Config, field), lo, hi                             \
+    }
 
 // The one place where configuration is declared.
 const Row kRows[] = {
@@ -43,8 +45,7 @@ const Row kRows[] = {
     ROW("MAX_TRANSFER", "67108864", u64, max_transfer, 4096, 1ull << 40,
         "largest descriptor in bytes (NIC MaxTransferSize)"),
     ROW("MAX_SEGMENTS", "64", u32, max_segments, 2, 252, "segments per descriptor"),
-    ROW("MAX_QUEUE", "4096", u32, max_queue, 1, 1u << 20,
-        "outstanding descriptors per work queue"),
+    ROW("MAX_QUEUE", "4096", u32, max_queue, 1, 1u << 20, "outstanding descriptors per work queue"),
     ROW("MAX_VI", "1048576", u32, max_vi, 1, 1u << 24, "VIs per process"),
     ROW("MAX_CQ", "65536", u32, max_cq, 1, 1u << 24, "completion queues per process"),
     ROW("MAX_CQ_ENTRIES", "1048576", u32, max_cq_entries, 1, 1u << 26, "entries per CQ"),
@@ -83,11 +84,13 @@ bool parse_one(const Row &row, const char *text, Config &cfg) {
         return false;
     }
     case Type::boolean:
-        if (!strcmp(text, "1") || !strcmp(text, "yes") || !strcmp(text, "on") || !strcmp(text, "true")) {
+        if (!strcmp(text, "1") || !strcmp(text, "yes") || !strcmp(text, "on") ||
+            !strcmp(text, "true")) {
             *reinterpret_cast<bool *>(base) = true;
             return true;
         }
-        if (!strcmp(text, "0") || !strcmp(text, "no") || !strcmp(text, "off") || !strcmp(text, "false")) {
+        if (!strcmp(text, "0") || !strcmp(text, "no") || !strcmp(text, "off") ||
+            !strcmp(text, "false")) {
             *reinterpret_cast<bool *>(base) = false;
             return true;
         }
@@ -132,7 +135,8 @@ void load() {
     g_config = cfg;
     // Not VIPL_WARN: it would re-enter config() while call_once is still running.
     if (cfg.log_level >= static_cast<int>(LogLevel::warn))
-        for (auto &b : bad) log_line(LogLevel::warn, "ignoring invalid configuration %s", b.c_str());
+        for (auto &b : bad)
+            log_line(LogLevel::warn, "ignoring invalid configuration %s", b.c_str());
 }
 
 } // namespace
@@ -142,8 +146,12 @@ const Config &config() {
     return g_config;
 }
 
-size_t config_key_count() { return kCount; }
-const ConfigKey &config_key(size_t index) { return kRows[index].key; }
+size_t config_key_count() {
+    return kCount;
+}
+const ConfigKey &config_key(size_t index) {
+    return kRows[index].key;
+}
 const char *config_value_text(size_t index) {
     config();
     return g_text[index].c_str();

@@ -7,24 +7,24 @@
 namespace vipl {
 
 struct Config {
-    int log_level;              // LOG_LEVEL
-    uint32_t spin_us;           // SPIN_US
-    uint32_t copy_threshold;    // COPY_THRESHOLD
-    uint32_t get_align;         // GET_ALIGN
-    uint32_t shm_ring_size;     // SHM_RING_SIZE
-    uint64_t max_transfer;      // MAX_TRANSFER
-    uint32_t max_segments;      // MAX_SEGMENTS
-    uint32_t max_queue;         // MAX_QUEUE
-    uint32_t max_vi;            // MAX_VI
-    uint32_t max_cq;            // MAX_CQ
-    uint32_t max_cq_entries;    // MAX_CQ_ENTRIES
-    uint32_t max_regions;       // MAX_REGIONS
+    int log_level;               // LOG_LEVEL
+    uint32_t spin_us;            // SPIN_US
+    uint32_t copy_threshold;     // COPY_THRESHOLD
+    uint32_t get_align;          // GET_ALIGN
+    uint32_t shm_ring_size;      // SHM_RING_SIZE
+    uint64_t max_transfer;       // MAX_TRANSFER
+    uint32_t max_segments;       // MAX_SEGMENTS
+    uint32_t max_queue;          // MAX_QUEUE
+    uint32_t max_vi;             // MAX_VI
+    uint32_t max_cq;             // MAX_CQ
+    uint32_t max_cq_entries;     // MAX_CQ_ENTRIES
+    uint32_t max_regions;        // MAX_REGIONS
     uint64_t max_register_bytes; // MAX_REGISTER_BYTES
-    uint32_t max_ptags;         // MAX_PTAGS
-    uint32_t liveness_ms;       // LIVENESS_MS
-    uint32_t connect_ack_ms;    // CONNECT_ACK_MS
-    bool force_doorbell;        // FORCE_DOORBELL
-    bool cma;                   // CMA
+    uint32_t max_ptags;          // MAX_PTAGS
+    uint32_t liveness_ms;        // LIVENESS_MS
+    uint32_t connect_ack_ms;     // CONNECT_ACK_MS
+    bool force_doorbell;         // FORCE_DOORBELL
+    bool cma;                    // CMA
 };
 
 // The configuration of this process; parsed on first use, thread safe.

@@ -1,4 +1,5 @@
 #include "core/cq.h"
+#include "core/fds.h"
 
 #include "core/config.h"
 #include "core/log.h"
@@ -27,8 +28,8 @@ VIP_RETURN cq_create(Nic *nic, uint32_t entries, Cq **out) {
     cq->sleepers = 0;
     cq->kicked = false;
     cq->fd_mode = false;
-    cq->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    cq->epfd = epoll_create1(EPOLL_CLOEXEC);
+    cq->efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    cq->epfd = fd_track(epoll_create1(EPOLL_CLOEXEC));
     try {
         cq->ring.assign(std::min<uint32_t>(entries, 1024), CqEntry{});
     } catch (...) {
@@ -48,8 +49,8 @@ VIP_RETURN cq_create(Nic *nic, uint32_t entries, Cq **out) {
 }
 
 void cq_destroy(Cq *cq) {
-    if (cq->efd >= 0) close(cq->efd);
-    if (cq->epfd >= 0) close(cq->epfd);
+    if (cq->efd >= 0) fd_close(cq->efd);
+    if (cq->epfd >= 0) fd_close(cq->epfd);
     cq->efd = cq->epfd = -1;
     std::vector<CqEntry>().swap(cq->ring);
     cq->snapshot.reset();
@@ -73,7 +74,8 @@ bool cq_push(Cq *cq, Vi *vi, bool recv) {
                 bigger[i % cap] = cq->ring[i % cq->ring.size()];
             cq->ring.swap(bigger);
         }
-        cq->ring[cq->tail % cq->ring.size()] = CqEntry{ViTable::handle_of(vi), recv ? VIP_TRUE : VIP_FALSE};
+        cq->ring[cq->tail % cq->ring.size()] =
+            CqEntry{ViTable::handle_of(vi), recv ? VIP_TRUE : VIP_FALSE};
         ++cq->tail;
     }
     cq_wake(cq);

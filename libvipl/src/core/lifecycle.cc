@@ -1,4 +1,5 @@
 #include "core/lifecycle.h"
+#include "core/fds.h"
 
 #include "core/cq.h"
 #include "core/notify.h"
@@ -55,8 +56,8 @@ VIP_RETURN vi_destroy(Vi *vi, const void *handle, bool force) {
     if (rcq && rcq != scq) cq_detach(rcq, vi);
     vi->sq = WorkQueue{};
     vi->rq = WorkQueue{};
-    if (vi->user_fd >= 0) close(vi->user_fd);
-    if (vi->efd >= 0) close(vi->efd);
+    if (vi->user_fd >= 0) fd_close(vi->user_fd);
+    if (vi->efd >= 0) fd_close(vi->efd);
     vi->user_fd = vi->efd = -1;
     if (Ptag *p = ptags().at_index(vi->ptag_id - 1)) p->users.fetch_sub(1);
     nic->vis.erase(std::remove(nic->vis.begin(), nic->vis.end(), vi), nic->vis.end());

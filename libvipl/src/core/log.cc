@@ -10,7 +10,9 @@
 
 namespace vipl {
 
-bool log_enabled(LogLevel level) { return static_cast<int>(level) <= config().log_level; }
+bool log_enabled(LogLevel level) {
+    return static_cast<int>(level) <= config().log_level;
+}
 
 void log_line(LogLevel level, const char *fmt, ...) {
     static const char *const names[] = {"error", "warning", "info", "debug"};
@@ -22,7 +24,8 @@ void log_line(LogLevel level, const char *fmt, ...) {
     va_start(ap, fmt);
     int m = vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
     va_end(ap);
-    size_t len = n + (m < 0 ? 0 : (static_cast<size_t>(m) < sizeof buf - n - 1 ? m : sizeof buf - n - 2));
+    size_t len =
+        n + (m < 0 ? 0 : (static_cast<size_t>(m) < sizeof buf - n - 1 ? m : sizeof buf - n - 2));
     buf[len++] = '\n';
     // One write() so lines of concurrent processes do not interleave.
     ssize_t w = write(STDERR_FILENO, buf, len);

@@ -10,9 +10,10 @@ void log_line(LogLevel level, const char *fmt, ...) __attribute__((format(printf
 
 } // namespace vipl
 
-#define VIPL_LOG(level, ...)                                                                      \
-    do {                                                                                          \
-        if (::vipl::log_enabled(::vipl::LogLevel::level)) ::vipl::log_line(::vipl::LogLevel::level, __VA_ARGS__); \
+#define VIPL_LOG(level, ...)                                                                       \
+    do {                                                                                           \
+        if (::vipl::log_enabled(::vipl::LogLevel::level))                                          \
+            ::vipl::log_line(::vipl::LogLevel::level, __VA_ARGS__);                                \
     } while (0)
 #define VIPL_ERROR(...) VIPL_LOG(error, __VA_ARGS__)
 #define VIPL_WARN(...) VIPL_LOG(warn, __VA_ARGS__)

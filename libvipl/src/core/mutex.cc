@@ -10,13 +10,13 @@
 namespace vipl {
 
 int futex_wait(std::atomic<uint32_t> *word, uint32_t expected, const struct timespec *rel) {
-    return static_cast<int>(
-        syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT, expected, rel, nullptr, 0));
+    return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAIT,
+                                    expected, rel, nullptr, 0));
 }
 
 int futex_wake(std::atomic<uint32_t> *word, int count) {
-    return static_cast<int>(
-        syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE, count, nullptr, nullptr, 0));
+    return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t *>(word), FUTEX_WAKE,
+                                    count, nullptr, nullptr, 0));
 }
 
 void Mutex::lock_slow() {

@@ -1,4 +1,5 @@
 #include "core/notify.h"
+#include "core/fds.h"
 
 #include "core/cq.h"
 #include "core/log.h"
@@ -239,12 +240,12 @@ VIP_RETURN notifier_start() {
     {
         std::lock_guard<Mutex> l(g.lock);
         if (g.running) return VIP_SUCCESS;
-        g.epfd = epoll_create1(EPOLL_CLOEXEC);
-        g.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        g.epfd = fd_track(epoll_create1(EPOLL_CLOEXEC));
+        g.efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
         if (g.epfd < 0 || g.efd < 0) {
             VIPL_ERROR("cannot start the notification thread: %s", strerror(errno));
-            if (g.epfd >= 0) close(g.epfd);
-            if (g.efd >= 0) close(g.efd);
+            if (g.epfd >= 0) fd_close(g.epfd);
+            if (g.efd >= 0) fd_close(g.efd);
             g.epfd = g.efd = -1;
             return VIP_ERROR_RESOURCE;
         }
@@ -261,8 +262,8 @@ VIP_RETURN notifier_start() {
         pthread_attr_destroy(&attr);
         if (rc != 0) {
             VIPL_ERROR("cannot start the notification thread: %s", strerror(rc));
-            close(g.epfd);
-            close(g.efd);
+            fd_close(g.epfd);
+            fd_close(g.efd);
             g.epfd = g.efd = -1;
             return VIP_ERROR_RESOURCE;
         }
@@ -326,10 +327,8 @@ void notifier_watch_cq(Cq *cq, bool add) {
 }
 
 void notifier_forget_after_fork() {
-    // Only the forking thread exists in the child; the parent's epoll and
-    // eventfd are still open here and closed so the child holds nothing.
-    if (g.epfd >= 0) close(g.epfd);
-    if (g.efd >= 0) close(g.efd);
+    // Only the forking thread exists in the child; its descriptors were closed
+    // with the library's others (fd_close_all_inherited).
     new (&g) Notifier();
 }
 

@@ -43,8 +43,12 @@ static_assert(sizeof(RegionEntry) == 32);
 
 constexpr uint32_t kRegionIndexBits = 20;
 constexpr uint32_t kRegionIndexMask = (1u << kRegionIndexBits) - 1;
-inline uint32_t region_index(VIP_MEM_HANDLE h) { return h & kRegionIndexMask; }
-inline uint32_t region_gen(VIP_MEM_HANDLE h) { return h >> kRegionIndexBits; }
+inline uint32_t region_index(VIP_MEM_HANDLE h) {
+    return h & kRegionIndexMask;
+}
+inline uint32_t region_gen(VIP_MEM_HANDLE h) {
+    return h >> kRegionIndexBits;
+}
 
 class RegionTable {
 public:
@@ -102,7 +106,7 @@ struct Nic : Object {
     uint32_t ptags = 0;
     std::vector<Vi *> vis; // under lock
     std::vector<Cq *> cqs; // under lock
-    Mutex error_lock; // guards the three below
+    Mutex error_lock;      // guards the three below
     ErrorHandler error_handler = nullptr;
     VIP_PVOID error_context = nullptr;
     std::deque<VIP_ERROR_DESCRIPTOR> errors; // waiting for the notification thread
@@ -117,9 +121,9 @@ struct Ptag : Object {
 // ----------------------------------------------------------- work queues
 
 enum WqFlags : uint16_t {
-    kWqDone = 1,     // completed (maybe not yet visible: an earlier entry is not done)
-    kWqStarted = 2,  // handed to the transport
-    kWqImm = 4,      // ImmediateData valid in the completion
+    kWqDone = 1,      // completed (maybe not yet visible: an earlier entry is not done)
+    kWqStarted = 2,   // handed to the transport
+    kWqImm = 4,       // ImmediateData valid in the completion
     kWqProv1 = 0x100, // free for the provider
     kWqProv2 = 0x200,
     kWqProv3 = 0x400,

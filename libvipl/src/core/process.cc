@@ -1,4 +1,5 @@
 // Process-wide state: the object tables and the fork epoch.
+#include "core/fds.h"
 #include "core/handles.h"
 #include "core/notify.h"
 #include "core/objects.h"
@@ -16,6 +17,9 @@ std::atomic<int> g_pid{0};
 void after_fork_in_child() {
     g_epoch.fetch_add(1, std::memory_order_relaxed);
     g_pid.store(getpid(), std::memory_order_relaxed);
+    // The child inherits none of the parent's resources: not even descriptors
+    // (its copy of a connection's socket would hide the parent's death).
+    fd_close_all_inherited();
     notifier_forget_after_fork();
 }
 
@@ -35,6 +39,8 @@ int self_pid() {
     return pid;
 }
 
-uint32_t process_epoch() { return g_epoch.load(std::memory_order_relaxed); }
+uint32_t process_epoch() {
+    return g_epoch.load(std::memory_order_relaxed);
+}
 
 } // namespace vipl

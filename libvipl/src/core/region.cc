@@ -1,3 +1,4 @@
+#include "core/fds.h"
 #include "core/log.h"
 #include "core/objects.h"
 
@@ -13,7 +14,7 @@ bool RegionTable::init(uint32_t max_regions) {
     size_t size = map_size();
     // A memfd rather than anonymous memory: providers map it read-only into
     // peers that check RDMA against it.  Untouched pages cost nothing.
-    fd_ = memfd_create("vipl-regions", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    fd_ = fd_track(memfd_create("vipl-regions", MFD_CLOEXEC | MFD_ALLOW_SEALING));
     if (fd_ < 0 || ftruncate(fd_, static_cast<off_t>(size)) < 0) {
         VIPL_ERROR("cannot create the region table: %s", strerror(errno));
         destroy();
@@ -25,6 +26,7 @@ bool RegionTable::init(uint32_t max_regions) {
         destroy();
         return false;
     }
+    madvise(p, size, MADV_DONTFORK);
     entries_ = static_cast<RegionEntry *>(p);
     next_ = count_ = 0;
     bytes_ = 0;
@@ -34,7 +36,7 @@ bool RegionTable::init(uint32_t max_regions) {
 
 void RegionTable::destroy() {
     if (entries_) munmap(entries_, map_size());
-    if (fd_ >= 0) close(fd_);
+    if (fd_ >= 0) fd_close(fd_);
     entries_ = nullptr;
     fd_ = -1;
     max_ = 0;

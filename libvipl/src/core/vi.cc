@@ -21,7 +21,9 @@ bool WorkQueue::grow(uint32_t limit) {
     return true;
 }
 
-bool is_recv_queue(const Vi *vi, const WorkQueue &q) { return &q == &vi->rq; }
+bool is_recv_queue(const Vi *vi, const WorkQueue &q) {
+    return &q == &vi->rq;
+}
 
 uint32_t status_op_bits(uint16_t op, bool recv) {
     if (recv) return VIP_STATUS_OP_RECEIVE;
@@ -80,18 +82,16 @@ void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status) {
 
 void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err) {
     if (notifier_post_error(nic, err)) return;
-    static const char *const names[] = {"POST_DESC",   "CONN_LOST",  "RECVQ_EMPTY",
-                                        "VI_OVERRUN",  "RDMAW_PROT", "RDMAW_DATA",
-                                        "RDMAW_ABORT", "RDMAR_PROT", "COMP_PROT",
-                                        "RDMA_TRANSPORT", "CATASTROPHIC"};
+    static const char *const names[] = {"POST_DESC",  "CONN_LOST",      "RECVQ_EMPTY", "VI_OVERRUN",
+                                        "RDMAW_PROT", "RDMAW_DATA",     "RDMAW_ABORT", "RDMAR_PROT",
+                                        "COMP_PROT",  "RDMA_TRANSPORT", "CATASTROPHIC"};
     unsigned code = static_cast<unsigned>(err.ErrorCode);
     // A peer that disconnects or exits is normal life; everything else deserves a warning.
     LogLevel level = err.ErrorCode == VIP_ERROR_CONN_LOST ? LogLevel::info : LogLevel::warn;
     if (!log_enabled(level)) return;
     log_line(level, "asynchronous error VIP_ERROR_%s on %s %p (no error callback registered)",
-              code < 11 ? names[code] : "?",
-              err.ResourceCode == VIP_RESOURCE_CQ ? "CQ" : "VI",
-              err.ResourceCode == VIP_RESOURCE_CQ ? err.CQHandle : err.ViHandle);
+             code < 11 ? names[code] : "?", err.ResourceCode == VIP_RESOURCE_CQ ? "CQ" : "VI",
+             err.ResourceCode == VIP_RESOURCE_CQ ? err.CQHandle : err.ViHandle);
 }
 
 void vi_report(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
@@ -158,7 +158,8 @@ uint32_t parse_descriptor(Vi *vi, VIP_DESCRIPTOR *desc, bool recv, PostedDesc &o
     uint16_t control = cs.Control;
     uint16_t op = control & VIP_CONTROL_OP_MASK;
     out.op = op;
-    if ((control & VIP_CONTROL_RESERVED) || op == VIP_CONTROL_OP_RESERVED) return VIP_STATUS_FORMAT_ERROR;
+    if ((control & VIP_CONTROL_RESERVED) || op == VIP_CONTROL_OP_RESERVED)
+        return VIP_STATUS_FORMAT_ERROR;
     if (recv && op != VIP_CONTROL_OP_SENDRECV) return VIP_STATUS_FORMAT_ERROR;
     uint32_t nseg = cs.SegCount;
     out.nseg = 0;

@@ -39,8 +39,8 @@ void vi_progress(Vi *vi);
 
 // Parses and checks a descriptor posted on vi.  On a format, protection or
 // length problem returns the VIP_STATUS_* error bit; 0 when good.
-uint32_t parse_descriptor(Vi *vi, VIP_DESCRIPTOR *desc, bool recv, PostedDesc &out,
-                          Segment *segs, uint32_t max_segs);
+uint32_t parse_descriptor(Vi *vi, VIP_DESCRIPTOR *desc, bool recv, PostedDesc &out, Segment *segs,
+                          uint32_t max_segs);
 // Checks that the segments of a posted receive descriptor are still good and
 // copies them to segs; returns a VIP_STATUS_* error bit or 0.
 uint32_t recv_segments(Vi *vi, VIP_DESCRIPTOR *desc, Segment *segs, uint32_t max_segs,

@@ -52,8 +52,15 @@ static bool take(WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
 
 // After a Done found nothing, a program waiting on the fd must be woken by the next event.
 static void rearm_for_fd(Vi *vi) {
+    // The fd may have been woken by the peer hanging up: act on it now, not
+    // at the next periodic liveness check; that may flush the queues.
+    if (vi->prov) vi->nic->ops->vi->check_peer(vi);
     vi_rearm(vi);
-    if (vi->prov && vi->nic->ops->vi->pending(vi)) vi_wake(vi);
+    bool takeable = vi->sq.head != vi->sq.visible || vi->rq.head != vi->rq.visible;
+    if (takeable || (vi->prov && vi->nic->ops->vi->pending(vi))) {
+        vi->kicked.store(false);
+        vi_wake(vi);
+    }
 }
 
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) {
@@ -64,7 +71,10 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
     if (take(q, out, &rc)) return rc;
     vi_progress(vi);
     if (take(q, out, &rc)) return rc;
-    if (vi->fd_mode.load(std::memory_order_relaxed)) rearm_for_fd(vi);
+    if (vi->fd_mode.load(std::memory_order_relaxed)) {
+        rearm_for_fd(vi);
+        if (take(q, out, &rc)) return rc;
+    }
     return VIP_NOT_DONE;
 }
 
@@ -176,7 +186,9 @@ static bool cq_take(Cq *cq, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
     return true;
 }
 
-void cq_arm_members(Cq *cq) { progress_members(cq, true); }
+void cq_arm_members(Cq *cq) {
+    progress_members(cq, true);
+}
 
 void cq_rearm_for_fd(Cq *cq) {
     cq_drain(cq);

@@ -32,7 +32,7 @@ struct PostedDesc {
     uint64_t length;
     uint32_t nseg;
     const Segment *segs;
-    uint64_t raddr;        // RDMA: remote address
+    uint64_t raddr;         // RDMA: remote address
     VIP_MEM_HANDLE rhandle; // RDMA: remote region
 };
 
@@ -46,9 +46,9 @@ struct NicOps {
     VIP_RETURN (*autodiscovery)(Nic *nic, VIP_AUTODISCOVERY_LIST *list);
     // Server side.  connect_wait blocks until deadline (ns, kNoDeadline) and
     // returns VIP_INTERRUPTED if a signal handler ran while it slept.
-    VIP_RETURN (*connect_wait)(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline,
-                               ConnReq *req, VIP_NET_ADDRESS *remote,
-                               VIP_VI_ATTRIBUTES *remote_attrs);
+    VIP_RETURN (*connect_wait)
+    (Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline, ConnReq *req,
+     VIP_NET_ADDRESS *remote, VIP_VI_ATTRIBUTES *remote_attrs);
     VIP_RETURN (*connect_accept)(ConnReq *req, Vi *vi);
     VIP_RETURN (*connect_reject)(ConnReq *req);
     void (*conn_free)(ConnReq *req);
@@ -58,15 +58,15 @@ struct ViOps {
     size_t size;
     VIP_RETURN (*create)(Vi *vi);
     void (*destroy)(Vi *vi);
-    VIP_RETURN (*connect_request)(Vi *vi, const VIP_NET_ADDRESS *local,
-                                  const VIP_NET_ADDRESS *remote, uint64_t deadline,
-                                  VIP_VI_ATTRIBUTES *remote_attrs);
-    VIP_RETURN (*peer_request)(Vi *vi, const VIP_NET_ADDRESS *local,
-                               const VIP_NET_ADDRESS *remote, uint64_t deadline);
+    VIP_RETURN (*connect_request)
+    (Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDRESS *remote, uint64_t deadline,
+     VIP_VI_ATTRIBUTES *remote_attrs);
+    VIP_RETURN (*peer_request)
+    (Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDRESS *remote, uint64_t deadline);
     // One step of a peer connection; VIP_NOT_DONE until it ends.  Fills
     // fds (at most 4) with what to poll for the next step.
-    VIP_RETURN (*peer_progress)(Vi *vi, VIP_VI_ATTRIBUTES *remote_attrs, struct pollfd *fds,
-                                int *nfds, uint64_t *deadline);
+    VIP_RETURN (*peer_progress)
+    (Vi *vi, VIP_VI_ATTRIBUTES *remote_attrs, struct pollfd *fds, int *nfds, uint64_t *deadline);
     // Drops the transport; the peer's VI sees VIP_ERROR_CONN_LOST.
     void (*disconnect)(Vi *vi);
 

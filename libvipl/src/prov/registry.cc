@@ -9,8 +9,12 @@ namespace {
 const ProviderOps *const kProviders[] = {&shm_provider};
 }
 
-size_t provider_count() { return sizeof kProviders / sizeof kProviders[0]; }
-const ProviderOps *provider_at(size_t index) { return kProviders[index]; }
+size_t provider_count() {
+    return sizeof kProviders / sizeof kProviders[0];
+}
+const ProviderOps *provider_at(size_t index) {
+    return kProviders[index];
+}
 
 const ProviderOps *provider_for(const char *device) {
     for (const ProviderOps *p : kProviders)

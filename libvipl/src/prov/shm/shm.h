@@ -32,15 +32,15 @@ enum EndRdma : uint32_t { kEndRdmaWrite = 1, kEndRdmaRead = 2 };
 // One end's control block.  Written by its end, except `waiter`, whose armed
 // bit the peer clears when it rings the doorbell.
 struct alignas(kLine) EndCtl {
-    std::atomic<uint64_t> waiter; // (epoch << 1) | armed
-    std::atomic<uint32_t> state;  // EndState
-    std::atomic<uint32_t> reason; // VIP_ERROR_CODE when broken
+    std::atomic<uint64_t> waiter;    // (epoch << 1) | armed
+    std::atomic<uint32_t> state;     // EndState
+    std::atomic<uint32_t> reason;    // VIP_ERROR_CODE when broken
     std::atomic<uint64_t> broken_at; // position, in the ring this end reads, of the failed record
     std::atomic<int32_t> cpu;        // CPU this end last waited on
     uint32_t pid;
-    uint32_t ptag;        // ptag id of this end's VI (checked by RDMA initiators)
-    uint32_t rdma;        // EndRdma bits of this end's VI
-    uint32_t can_access;  // this end may read/write the peer's memory (cross-memory attach)
+    uint32_t ptag;       // ptag id of this end's VI (checked by RDMA initiators)
+    uint32_t rdma;       // EndRdma bits of this end's VI
+    uint32_t can_access; // this end may read/write the peer's memory (cross-memory attach)
     alignas(kLine) std::atomic<uint64_t> consumed; // bytes of the incoming ring consumed
 };
 
@@ -53,15 +53,15 @@ struct ConnHeader {
 };
 
 enum RecType : uint16_t {
-    kPad = 1,          // skip to the start of the ring
-    kSend,             // payload inline (COPY-SEND-COPY)
-    kSendGet,          // sender's segment list: the receiver reads (SEND-GET)
-    kSendFrag,         // a piece of a send (pipelined copy)
-    kRdmaWriteImm,     // an RDMA write completed by the initiator carried immediate data
-    kRdmaWriteFrag,    // a piece of an RDMA write done through the ring
-    kRdmaReadReq,      // ask the target to send data back (no cross-memory attach)
-    kRdmaReadResp,     // a piece of the answer
-    kError,            // the initiator found a protection error on the target's memory
+    kPad = 1,       // skip to the start of the ring
+    kSend,          // payload inline (COPY-SEND-COPY)
+    kSendGet,       // sender's segment list: the receiver reads (SEND-GET)
+    kSendFrag,      // a piece of a send (pipelined copy)
+    kRdmaWriteImm,  // an RDMA write completed by the initiator carried immediate data
+    kRdmaWriteFrag, // a piece of an RDMA write done through the ring
+    kRdmaReadReq,   // ask the target to send data back (no cross-memory attach)
+    kRdmaReadResp,  // a piece of the answer
+    kError,         // the initiator found a protection error on the target's memory
     kRecTypeEnd,
 };
 
@@ -85,7 +85,7 @@ struct SendGetBody {
 struct FragBody {
     uint32_t offset;
     uint32_t total;
-    uint64_t raddr;  // kRdmaWriteFrag: target address of offset 0
+    uint64_t raddr; // kRdmaWriteFrag: target address of offset 0
     uint32_t rhandle;
     uint32_t pad;
     // followed by the chunk
@@ -111,8 +111,12 @@ struct ErrorBody {
     uint32_t code; // VIP_ERROR_CODE raised at the target
 };
 
-inline uint32_t seq_of(uint64_t pos) { return static_cast<uint32_t>(pos / kLine) + 1; }
-inline uint64_t round_line(uint64_t n) { return (n + kLine - 1) & ~static_cast<uint64_t>(kLine - 1); }
+inline uint32_t seq_of(uint64_t pos) {
+    return static_cast<uint32_t>(pos / kLine) + 1;
+}
+inline uint64_t round_line(uint64_t n) {
+    return (n + kLine - 1) & ~static_cast<uint64_t>(kLine - 1);
+}
 
 // --------------------------------------------------------- process state
 
@@ -138,7 +142,9 @@ struct ShmNic {
     std::vector<Listener> listeners;
 };
 
-inline ShmNic *shm_nic(Nic *nic) { return static_cast<ShmNic *>(nic->prov); }
+inline ShmNic *shm_nic(Nic *nic) {
+    return static_cast<ShmNic *>(nic->prov);
+}
 
 // Connection handshake state of a VI being connected peer-to-peer.
 struct P2p;
@@ -180,7 +186,9 @@ struct Endpoint {
     VIP_VI_ATTRIBUTES peer_attrs{};
 };
 
-inline Endpoint *endpoint(Vi *vi) { return static_cast<Endpoint *>(vi->prov); }
+inline Endpoint *endpoint(Vi *vi) {
+    return static_cast<Endpoint *>(vi->prov);
+}
 
 // ------------------------------------------------------------- functions
 

@@ -9,6 +9,7 @@
 // silent, so that either side sees the other hang up.
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/fds.h"
 #include "core/log.h"
 #include "core/wait.h"
 #include "prov/shm/shm.h"
@@ -77,7 +78,8 @@ namespace {
 
 WireAttrs wire_attrs(const VIP_VI_ATTRIBUTES &a) {
     return WireAttrs{a.ReliabilityLevel,
-                     (a.EnableRdmaWrite ? kEndRdmaWrite : 0u) | (a.EnableRdmaRead ? kEndRdmaRead : 0u),
+                     (a.EnableRdmaWrite ? kEndRdmaWrite : 0u) |
+                         (a.EnableRdmaRead ? kEndRdmaRead : 0u),
                      a.MaxTransferSize};
 }
 
@@ -107,7 +109,8 @@ Hello make_hello(uint32_t type, Vi *vi, const VIP_NET_ADDRESS *local) {
     h.host_len = kHostAddressLen;
     memcpy(h.addr, vi->nic->address, kHostAddressLen);
     h.disc_len = local->DiscriminatorLen;
-    memcpy(h.addr + kHostAddressLen, local->HostAddress + local->HostAddressLen, local->DiscriminatorLen);
+    memcpy(h.addr + kHostAddressLen, local->HostAddress + local->HostAddressLen,
+           local->DiscriminatorLen);
     return h;
 }
 
@@ -132,7 +135,8 @@ bool send_msg(int sock, const void *msg, size_t len, const int *fds, int nfds) {
 enum class Recv { ok, eof, timeout, interrupted, error };
 
 // Receives one message (and up to max_fds descriptors, close-on-exec) by the deadline.
-Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds, uint64_t deadline) {
+Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
+              uint64_t deadline) {
     *nfds = 0;
     for (;;) {
         iovec iov{msg, len};
@@ -150,7 +154,7 @@ Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
                 const int *got = reinterpret_cast<const int *>(CMSG_DATA(c));
                 for (int i = 0; i < count; ++i) {
                     if (*nfds < max_fds)
-                        fds[(*nfds)++] = got[i];
+                        fds[(*nfds)++] = fd_track(got[i]);
                     else
                         close(got[i]);
                 }
@@ -176,13 +180,14 @@ Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
 
 void close_fds(int *fds, int n) {
     for (int i = 0; i < n; ++i)
-        if (fds[i] >= 0) close(fds[i]);
+        if (fds[i] >= 0) fd_close(fds[i]);
 }
 
 void fill_own_end(Vi *vi, EndCtl *me, pid_t peer, uint64_t peer_probe) {
     me->pid = static_cast<uint32_t>(getpid());
     me->ptag = vi->ptag_id;
-    me->rdma = (vi->attrs.EnableRdmaWrite ? kEndRdmaWrite : 0u) | (vi->attrs.EnableRdmaRead ? kEndRdmaRead : 0u);
+    me->rdma = (vi->attrs.EnableRdmaWrite ? kEndRdmaWrite : 0u) |
+               (vi->attrs.EnableRdmaRead ? kEndRdmaRead : 0u);
     me->can_access = cross_memory_attach_works(peer, peer_probe) ? 1 : 0;
     me->cpu.store(-1, std::memory_order_relaxed);
     // Up before the other side can see this end at all.
@@ -222,16 +227,17 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     uint32_t ring = cfg.shm_ring_size;
     uint32_t header = static_cast<uint32_t>(round_line(sizeof(ConnHeader)));
     size_t size = (static_cast<size_t>(header) + 2ull * ring + 4095) & ~size_t(4095);
-    int memfd = memfd_create("vipl-conn", MFD_CLOEXEC);
+    int memfd = fd_track(memfd_create("vipl-conn", MFD_CLOEXEC));
     if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(size)) < 0) {
         VIPL_ERROR("connection memory: %s", strerror(errno));
-        if (memfd >= 0) close(memfd);
+        if (memfd >= 0) fd_close(memfd);
         return VIP_ERROR_RESOURCE;
     }
     void *map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+    if (map != MAP_FAILED) madvise(map, size, MADV_DONTFORK); // a fork child holds nothing of it
     if (map == MAP_FAILED) {
         VIPL_ERROR("connection memory: %s", strerror(errno));
-        close(memfd);
+        fd_close(memfd);
         return VIP_ERROR_RESOURCE;
     }
     auto *h = new (map) ConnHeader{};
@@ -255,11 +261,12 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     a.map_size = size;
     int fds[3] = {memfd, vi->efd, vi->nic->regions.fd()};
     bool sent = send_msg(sock, &a, sizeof a, fds, 3);
-    close(memfd);
+    fd_close(memfd);
     Ack ack{};
     int got[2] = {-1, -1};
     int ngot = 0;
-    Recv r = sent ? recv_msg(sock, &ack, sizeof ack, got, 2, &ngot, now_ns() + cfg.connect_ack_ms * 1000000ull)
+    Recv r = sent ? recv_msg(sock, &ack, sizeof ack, got, 2, &ngot,
+                             now_ns() + cfg.connect_ack_ms * 1000000ull)
                   : Recv::error;
     if (r != Recv::ok || ngot != 2 || ack.magic != kMagic || ack.type != kMsgAck) {
         VIPL_INFO("connection request abandoned by pid %d before the handshake ended", peer_pid);
@@ -268,9 +275,9 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
         return VIP_TIMEOUT;
     }
     PeerRegions *pr = peer_regions_acquire(hello.nic_id, got[1], ack.regions);
-    close(got[1]);
+    fd_close(got[1]);
     if (!pr) {
-        close(got[0]);
+        fd_close(got[0]);
         munmap(map, size);
         return VIP_ERROR_RESOURCE;
     }
@@ -292,21 +299,22 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
                 a.map_size >= a.header_size + 2ull * a.ring_size && a.map_size < (1ull << 32);
     void *map = sane ? mmap(nullptr, a.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)
                      : MAP_FAILED;
-    close(fds[0]);
+    fd_close(fds[0]);
+    if (map != MAP_FAILED) madvise(map, a.map_size, MADV_DONTFORK);
     auto *h = static_cast<ConnHeader *>(map);
     if (map == MAP_FAILED || h->magic != kMagic || h->ring_size != a.ring_size ||
         h->header_size != a.header_size) {
         VIPL_ERROR("malformed connection offer from pid %u", a.pid);
         if (map != MAP_FAILED) munmap(map, a.map_size);
-        close(fds[1]);
-        close(fds[2]);
+        fd_close(fds[1]);
+        fd_close(fds[2]);
         return VIP_ERROR_RESOURCE;
     }
     PeerRegions *pr = peer_regions_acquire(a.nic_id, fds[2], a.regions);
-    close(fds[2]);
+    fd_close(fds[2]);
     if (!pr) {
         munmap(map, a.map_size);
-        close(fds[1]);
+        fd_close(fds[1]);
         return VIP_ERROR_RESOURCE;
     }
     fill_own_end(vi, &h->end[1], static_cast<pid_t>(a.pid), a.probe);
@@ -321,7 +329,7 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
     if (!send_msg(sock, &ack, sizeof ack, mine, 2)) {
         peer_regions_release(pr);
         munmap(map, a.map_size);
-        close(fds[1]);
+        fd_close(fds[1]);
         return VIP_REJECT;
     }
     ep->map = map;
@@ -372,7 +380,9 @@ VIP_RETURN await_answer(Vi *vi, int sock, uint64_t deadline, VIP_VI_ATTRIBUTES *
     return join(vi, sock, a, fds, rattrs);
 }
 
-int open_socket() { return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0); }
+int open_socket() {
+    return fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+}
 
 // connect() to an abstract name: 0, or the errno.
 int connect_name(int sock, const std::string &name) {
@@ -398,7 +408,7 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
     int lfd = listener_for(nic, socket_name("cs", local), &rc);
     if (lfd < 0) return rc;
     for (;;) {
-        int s = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int s = fd_track(accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (s >= 0) {
             Hello h{};
             int nfds = 0;
@@ -411,7 +421,7 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
                       h.disc_len <= kMaxDiscriminator &&
                       getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
             if (!ok) {
-                close(s);
+                fd_close(s);
                 continue;
             }
             auto *pc = new PendingConn{s, h, cred.pid};
@@ -460,7 +470,7 @@ VIP_RETURN connect_reject(ConnReq *req) {
 void conn_free(ConnReq *req) {
     auto *pc = static_cast<PendingConn *>(req->prov);
     if (!pc) return;
-    if (pc->sock >= 0) close(pc->sock);
+    if (pc->sock >= 0) fd_close(pc->sock);
     delete pc;
     req->prov = nullptr;
 }
@@ -475,11 +485,11 @@ VIP_RETURN connect_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_A
         int err = connect_name(s, name);
         if (err == 0) break;
         if (err == ECONNREFUSED || err == ENOENT) {
-            close(s);
+            fd_close(s);
             return VIP_NO_MATCH;
         }
         if (err != EAGAIN && err != EINTR) {
-            close(s);
+            fd_close(s);
             VIPL_ERROR("connect: %s", strerror(err));
             return VIP_ERROR_RESOURCE;
         }
@@ -487,21 +497,21 @@ VIP_RETURN connect_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_A
         uint64_t retry = now_ns() + 1000000;
         PollResult pr = poll_until(nullptr, 0, retry < deadline ? retry : deadline);
         if (pr == PollResult::interrupted) {
-            close(s);
+            fd_close(s);
             return VIP_INTERRUPTED;
         }
         if (now_ns() >= deadline) {
-            close(s);
+            fd_close(s);
             return VIP_TIMEOUT;
         }
     }
     Hello h = make_hello(kMsgRequest, vi, local);
     if (!send_msg(s, &h, sizeof h, nullptr, 0)) {
-        close(s);
+        fd_close(s);
         return VIP_NO_MATCH;
     }
     VIP_RETURN rc = await_answer(vi, s, deadline, remote_attrs);
-    if (rc != VIP_SUCCESS) close(s);
+    if (rc != VIP_SUCCESS) fd_close(s);
     return rc;
 }
 
@@ -531,7 +541,7 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
         if (p->lfd < 0 || bind(p->lfd, reinterpret_cast<sockaddr *>(&sa), len) < 0 ||
             listen(p->lfd, 16) < 0) {
             VIPL_WARN("peer connection: cannot listen on %s: %s", name.c_str(), strerror(errno));
-            if (p->lfd >= 0) close(p->lfd);
+            if (p->lfd >= 0) fd_close(p->lfd);
             delete p;
             return VIP_ERROR_RESOURCE;
         }
@@ -543,8 +553,8 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
 void p2p_free(Endpoint *ep) {
     P2p *p = ep->p2p;
     if (!p) return;
-    if (p->lfd >= 0) close(p->lfd);
-    if (p->sock >= 0) close(p->sock);
+    if (p->lfd >= 0) fd_close(p->lfd);
+    if (p->sock >= 0) fd_close(p->sock);
     delete p;
     ep->p2p = nullptr;
 }
@@ -565,7 +575,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
         int s = open_socket();
         if (s < 0) return VIP_ERROR_RESOURCE;
         if (connect_name(s, socket_name("p2p", want)) != 0) {
-            close(s);
+            fd_close(s);
             p->next_try = now + 2000000; // the peer has not asked yet: try again in 2 ms
             *deadline = std::min(p->next_try, p->deadline);
             return VIP_NOT_DONE;
@@ -585,7 +595,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
         return VIP_SUCCESS;
     }
     if (rc == VIP_REJECT) { // listener went away or refused this match: start over
-        close(p->sock);
+        fd_close(p->sock);
         p->sock = -1;
         p->next_try = now + 2000000;
         *deadline = std::min(p->next_try, p->deadline);
@@ -595,10 +605,10 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
     return rc;
 }
 
-static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *rattrs,
-                               pollfd *fds, int *nfds) {
+static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds,
+                               int *nfds) {
     for (;;) {
-        int s = accept4(p->lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int s = fd_track(accept4(p->lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (s < 0) {
             fds[0] = pollfd{p->lfd, POLLIN, 0};
             *nfds = 1;
@@ -608,28 +618,30 @@ static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *
         int n = 0;
         ucred cred{};
         socklen_t cl = sizeof cred;
-        Recv r = recv_msg(s, &h, sizeof h, nullptr, 0, &n, now_ns() + config().connect_ack_ms * 1000000ull);
+        Recv r = recv_msg(s, &h, sizeof h, nullptr, 0, &n,
+                          now_ns() + config().connect_ack_ms * 1000000ull);
         bool ok = r == Recv::ok && h.magic == kMagic && h.version == kVersion &&
                   h.type == kMsgPeerRequest && h.disc_len <= kMaxDiscriminator &&
                   h.want_len <= kMaxDiscriminator &&
                   getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
         // The request must come from the peer we expect, asking for us.
-        if (!ok || !same_disc(h.addr + kHostAddressLen, h.disc_len, p->hello.want, p->hello.want_len) ||
+        if (!ok ||
+            !same_disc(h.addr + kHostAddressLen, h.disc_len, p->hello.want, p->hello.want_len) ||
             !same_disc(h.want, h.want_len, p->hello.addr + kHostAddressLen, p->hello.disc_len)) {
             if (ok) send_reject(s, VIP_NO_MATCH);
-            close(s);
+            fd_close(s);
             continue;
         }
         VIP_RETURN rc = check_match(vi, h.attrs);
         if (rc != VIP_SUCCESS) {
             send_reject(s, rc);
-            close(s);
+            fd_close(s);
             p2p_free(ep);
             return rc;
         }
         rc = offer(vi, s, h, cred.pid, rattrs);
         if (rc != VIP_SUCCESS) {
-            close(s);
+            fd_close(s);
             continue;
         }
         p2p_free(ep);

@@ -16,7 +16,7 @@ void arm(Vi *vi) {
     if (!ep || !ep->up) return;
     uint64_t w = ep->me->waiter.load(std::memory_order_relaxed);
     while (!(w & 1) && !ep->me->waiter.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1,
-                                                              std::memory_order_seq_cst)) {
+                                                             std::memory_order_seq_cst)) {
     }
     // Already armed: keep that arming; the peer clears it when it rings.
     std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -1,6 +1,7 @@
 // Life of a shm endpoint: creation, teardown, peers' region tables, probing
 // whether cross-memory attach works between two processes.
 #include "core/config.h"
+#include "core/fds.h"
 #include "core/log.h"
 #include "core/vi.h"
 #include "prov/shm/shm.h"
@@ -23,7 +24,9 @@ std::vector<PeerRegions *> g_peers;
 
 } // namespace
 
-uint64_t probe_address() { return reinterpret_cast<uint64_t>(kProbe); }
+uint64_t probe_address() {
+    return reinterpret_cast<uint64_t>(kProbe);
+}
 
 bool cross_memory_attach_works(pid_t pid, uint64_t probe_addr) {
     if (!config().cma) return false;
@@ -49,6 +52,7 @@ PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count) {
         VIPL_ERROR("cannot map a peer's region table: %s", strerror(errno));
         return nullptr;
     }
+    madvise(m, size, MADV_DONTFORK);
     auto *p = new PeerRegions;
     p->entries = static_cast<const RegionEntry *>(m);
     p->count = count;
@@ -62,7 +66,8 @@ void peer_regions_release(PeerRegions *p) {
     if (!p) return;
     std::lock_guard<Mutex> g(g_peer_lock);
     if (--p->refs > 0) return;
-    munmap(const_cast<RegionEntry *>(p->entries), static_cast<size_t>(p->count) * sizeof(RegionEntry));
+    munmap(const_cast<RegionEntry *>(p->entries),
+           static_cast<size_t>(p->count) * sizeof(RegionEntry));
     for (auto it = g_peers.begin(); it != g_peers.end(); ++it)
         if (*it == p) {
             g_peers.erase(it);
@@ -99,8 +104,8 @@ VIP_RETURN vi_create(Vi *vi) {
 }
 
 void transport_down(Vi *, Endpoint *ep) {
-    if (ep->sock >= 0) close(ep->sock);
-    if (ep->peer_efd >= 0) close(ep->peer_efd);
+    if (ep->sock >= 0) fd_close(ep->sock);
+    if (ep->peer_efd >= 0) fd_close(ep->peer_efd);
     if (ep->map) munmap(ep->map, ep->map_size);
     peer_regions_release(ep->peer_regions);
     Endpoint fresh;

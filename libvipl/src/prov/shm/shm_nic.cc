@@ -1,5 +1,6 @@
 // The shm provider's NIC: its ops tables, host address, name service and listeners.
 #include "core/config.h"
+#include "core/fds.h"
 #include "core/log.h"
 #include "prov/enosys.h"
 #include "prov/shm/shm.h"
@@ -45,14 +46,14 @@ bool matches(const char *device) {
 }
 
 const NicOps kNicOps = {
-    sizeof(NicOps), nic_open,       nic_close,      ns_by_name,   ns_by_addr,
-    autodiscovery,  connect_wait,   connect_accept, connect_reject, conn_free,
+    sizeof(NicOps), nic_open,     nic_close,      ns_by_name,     ns_by_addr,
+    autodiscovery,  connect_wait, connect_accept, connect_reject, conn_free,
 };
 
 const ViOps kViOps = {
-    sizeof(ViOps), vi_create,  vi_destroy, connect_request, peer_request, peer_progress,
-    disconnect,    post_send,  post_recv,  progress,        pending,      arm,
-    armed,         wait_fds,   check_peer, exchange_cpu,
+    sizeof(ViOps), vi_create, vi_destroy, connect_request, peer_request, peer_progress,
+    disconnect,    post_send, post_recv,  progress,        pending,      arm,
+    armed,         wait_fds,  check_peer, exchange_cpu,
 };
 
 } // namespace
@@ -80,7 +81,7 @@ VIP_RETURN nic_open(Nic *nic, const char *device) {
 void nic_close(Nic *nic) {
     ShmNic *s = shm_nic(nic);
     if (!s) return;
-    for (auto &l : s->listeners) close(l.fd);
+    for (auto &l : s->listeners) fd_close(l.fd);
     delete s;
     nic->prov = nullptr;
 }
@@ -92,8 +93,8 @@ bool is_this_host(const Nic *nic, const VIP_NET_ADDRESS *addr) {
 }
 
 static bool local_name(const char *name) {
-    static const char *const fixed[] = {"localhost", "localhost.localdomain", "127.0.0.1", "::1",
-                                        "ip6-localhost", "shm", "shm0"};
+    static const char *const fixed[] = {
+        "localhost", "localhost.localdomain", "127.0.0.1", "::1", "ip6-localhost", "shm", "shm0"};
     for (const char *f : fixed)
         if (!strcasecmp(name, f)) return true;
     if (!strncmp(name, "127.", 4)) return true;
@@ -116,7 +117,8 @@ VIP_RETURN ns_by_name(Nic *nic, const char *name, VIP_NET_ADDRESS *out, VIP_ULON
 }
 
 VIP_RETURN ns_by_addr(Nic *nic, const VIP_NET_ADDRESS *addr, char *name, VIP_ULONG *len) {
-    if (addr->HostAddressLen != kHostAddressLen || !is_this_host(nic, addr)) return VIP_ERROR_NAMESERVICE;
+    if (addr->HostAddressLen != kHostAddressLen || !is_this_host(nic, addr))
+        return VIP_ERROR_NAMESERVICE;
     char host[256] = {};
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
     VIP_ULONG need = strlen(host) + 1;
@@ -159,7 +161,7 @@ int listener_for(Nic *nic, const std::string &name, VIP_RETURN *rc) {
     std::lock_guard<Mutex> g(s->lock);
     for (auto &l : s->listeners)
         if (l.disc == name) return l.fd;
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (fd < 0) {
         VIPL_ERROR("listening socket: %s", strerror(errno));
         *rc = VIP_ERROR_RESOURCE;
@@ -171,7 +173,7 @@ int listener_for(Nic *nic, const std::string &name, VIP_RETURN *rc) {
     socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
     if (bind(fd, reinterpret_cast<sockaddr *>(&sa), len) < 0 || listen(fd, 512) < 0) {
         int err = errno;
-        close(fd);
+        fd_close(fd);
         if (err == EADDRINUSE)
             VIPL_WARN("discriminator %s is already served by another process", name.c_str());
         else

@@ -94,7 +94,8 @@ void gather(uint8_t *dst, const Segment *segs, uint32_t nseg, uint64_t offset, u
     }
 }
 
-void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t *src, uint64_t len) {
+void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t *src,
+             uint64_t len) {
     for (uint32_t i = 0; i < nseg && len; ++i) {
         if (offset >= segs[i].len) {
             offset -= segs[i].len;

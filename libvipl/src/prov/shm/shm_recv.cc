@@ -11,7 +11,9 @@ namespace {
 
 enum class Step { next, stall, failed };
 
-bool reliable(const Endpoint *ep) { return ep->reliability != VIP_SERVICE_UNRELIABLE; }
+bool reliable(const Endpoint *ep) {
+    return ep->reliability != VIP_SERVICE_UNRELIABLE;
+}
 
 // Size of the record at pos, or 0 if it is malformed.
 uint64_t record_size(const Endpoint *ep, const RecHdr *r, uint64_t pos) {
@@ -27,7 +29,8 @@ uint64_t record_size(const Endpoint *ep, const RecHdr *r, uint64_t pos) {
     case kSendGet: {
         auto *b = reinterpret_cast<const SendGetBody *>(r + 1);
         if (off + sizeof(RecHdr) + sizeof(SendGetBody) > ep->ring_size || b->nseg > 256) return 0;
-        size = round_line(sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * uint64_t(b->nseg));
+        size =
+            round_line(sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * uint64_t(b->nseg));
         break;
     }
     case kSendFrag:
@@ -57,7 +60,8 @@ Step refuse_message(Vi *vi, Endpoint *ep, uint64_t pos, VIP_DESCRIPTOR *desc) {
     return Step::failed;
 }
 
-// Messages that consume a receive descriptor: sends, their fragments, RDMA writes with immediate data.
+// Messages that consume a receive descriptor: sends, their fragments, RDMA writes with immediate
+// data.
 Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
     WorkQueue &q = vi->rq;
     uint16_t type = r->type;
@@ -81,7 +85,8 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
     Segment segs[256];
     uint32_t nseg;
     uint64_t capacity;
-    uint32_t err = recv_segments(vi, e.desc, segs, vi->nic->attrs.MaxSegmentsPerDesc, &nseg, &capacity);
+    uint32_t err =
+        recv_segments(vi, e.desc, segs, vi->nic->attrs.MaxSegmentsPerDesc, &nseg, &capacity);
     uint64_t total = r->len;
     const uint8_t *payload = reinterpret_cast<const uint8_t *>(r + 1);
     uint64_t offset = 0;
@@ -211,12 +216,14 @@ Step handle(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         return rdma_read_request(vi, ep, r, pos);
     case kRdmaReadResp: {
         auto *b = reinterpret_cast<const ReadRespBody *>(r + 1);
-        return read_response(vi, ep, b, reinterpret_cast<const uint8_t *>(b + 1), r->len, r->flags & kRecLast)
+        return read_response(vi, ep, b, reinterpret_cast<const uint8_t *>(b + 1), r->len,
+                             r->flags & kRecLast)
                    ? Step::next
                    : Step::failed;
     }
     case kError:
-        vi_report(vi, static_cast<VIP_ERROR_CODE>(reinterpret_cast<const ErrorBody *>(r + 1)->code));
+        vi_report(vi,
+                  static_cast<VIP_ERROR_CODE>(reinterpret_cast<const ErrorBody *>(r + 1)->code));
         return Step::next;
     }
     return Step::failed;
@@ -258,8 +265,8 @@ void peer_gone(Vi *vi, Endpoint *ep) {
 
 } // namespace
 
-void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, VIP_ERROR_CODE remote, uint64_t at,
-                      VIP_DESCRIPTOR *desc) {
+void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, VIP_ERROR_CODE remote,
+                      uint64_t at, VIP_DESCRIPTOR *desc) {
     if (!ep->up) return;
     ep->me->consumed.store(ep->consumed, std::memory_order_release);
     ep->me->reason.store(remote, std::memory_order_relaxed);
@@ -281,7 +288,8 @@ bool pending(Vi *vi) {
     if (r->seq.load(std::memory_order_acquire) == seq_of(ep->consumed)) return true;
     if (ep->peer->state.load(std::memory_order_relaxed) != kEndUp) return true;
     uint64_t c = ep->peer->consumed.load(std::memory_order_relaxed);
-    return (ep->unacked && c != ep->acked) || (vi->sq.cursor != vi->sq.tail && c != ep->peer_consumed);
+    return (ep->unacked && c != ep->acked) ||
+           (vi->sq.cursor != vi->sq.tail && c != ep->peer_consumed);
 }
 
 void progress(Vi *vi) {

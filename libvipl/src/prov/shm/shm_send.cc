@@ -16,8 +16,12 @@ constexpr uint64_t kNone = UINT64_MAX;
 
 enum class Push { done, blocked };
 
-bool reliable_reception(const Endpoint *ep) { return ep->reliability == VIP_SERVICE_RELIABLE_RECEPTION; }
-bool reliable(const Endpoint *ep) { return ep->reliability != VIP_SERVICE_UNRELIABLE; }
+bool reliable_reception(const Endpoint *ep) {
+    return ep->reliability == VIP_SERVICE_RELIABLE_RECEPTION;
+}
+bool reliable(const Endpoint *ep) {
+    return ep->reliability != VIP_SERVICE_UNRELIABLE;
+}
 
 bool aligned(const PostedDesc &d, uint32_t align) {
     if (align <= 1) return true;
@@ -89,8 +93,8 @@ Push push_fragments(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, RecTy
 Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     uint64_t len = d.length;
     uint64_t get_bytes = sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * d.nseg;
-    bool copy = len <= ep->copy_threshold || !ep->peer_can_access_me || !aligned(d, ep->get_align) ||
-                get_bytes > ep->ring_size / 2;
+    bool copy = len <= ep->copy_threshold || !ep->peer_can_access_me ||
+                !aligned(d, ep->get_align) || get_bytes > ep->ring_size / 2;
     if (!copy) {
         uint64_t pos = ring_reserve(ep, get_bytes);
         if (pos == kNone) return Push::blocked;
@@ -106,12 +110,14 @@ Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
         return Push::done;
     }
     uint64_t bytes = sizeof(RecHdr) + len;
-    if (bytes > ep->ring_size / 2 || (e.flags & kWqStarted)) return push_fragments(vi, ep, e, d, kSendFrag);
+    if (bytes > ep->ring_size / 2 || (e.flags & kWqStarted))
+        return push_fragments(vi, ep, e, d, kSendFrag);
     uint64_t pos = ring_reserve(ep, bytes);
     if (pos == kNone) return Push::blocked;
     RecHdr *r = ring_record(ep, pos);
     gather(reinterpret_cast<uint8_t *>(r + 1), d.segs, d.nseg, 0, len);
-    ring_publish(ep, pos, bytes, kSend, d.imm ? kRecImm : 0, static_cast<uint32_t>(len), d.imm_data);
+    ring_publish(ep, pos, bytes, kSend, d.imm ? kRecImm : 0, static_cast<uint32_t>(len),
+                 d.imm_data);
     started(e, pos, ep->produced);
     ++vi->counters.CopySends;
     pushed(vi, ep, e, reliable_reception(ep));
@@ -121,11 +127,14 @@ Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
 Push push_rdma_write(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     if (!ep->can_access_peer) return push_fragments(vi, ep, e, d, kRdmaWriteFrag);
     if (!(e.flags & kDataMoved)) {
-        if (!remote_allows(ep, d.rhandle, d.raddr, d.length, true)) return refuse_rdma(vi, ep, e, true);
+        if (!remote_allows(ep, d.rhandle, d.raddr, d.length, true))
+            return refuse_rdma(vi, ep, e, true);
         uint64_t moved = cma_write(ep->peer_pid, d.segs, d.nseg, d.raddr, d.length);
         if (moved != d.length) {
             wq_complete(vi, vi->sq, e, VIP_STATUS_OP_RDMA_WRITE | VIP_STATUS_TRANSPORT_ERROR, 0);
-            if (reliable(ep)) break_connection(vi, ep, VIP_ERROR_RDMA_TRANSPORT, VIP_ERROR_CONN_LOST, UINT64_MAX, e.desc);
+            if (reliable(ep))
+                break_connection(vi, ep, VIP_ERROR_RDMA_TRANSPORT, VIP_ERROR_CONN_LOST, UINT64_MAX,
+                                 e.desc);
             return Push::done;
         }
         e.flags |= kDataMoved | kWqStarted;
@@ -136,7 +145,8 @@ Push push_rdma_write(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     }
     uint64_t pos = ring_reserve(ep, sizeof(RecHdr));
     if (pos == kNone) return Push::blocked;
-    ring_publish(ep, pos, sizeof(RecHdr), kRdmaWriteImm, kRecImm, static_cast<uint32_t>(d.length), d.imm_data);
+    ring_publish(ep, pos, sizeof(RecHdr), kRdmaWriteImm, kRecImm, static_cast<uint32_t>(d.length),
+                 d.imm_data);
     e.p1 = pos;
     e.p0 = ep->produced;
     pushed(vi, ep, e, reliable_reception(ep));
@@ -145,13 +155,16 @@ Push push_rdma_write(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
 
 Push push_rdma_read(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t index) {
     if (ep->can_access_peer) {
-        if (!remote_allows(ep, d.rhandle, d.raddr, d.length, false)) return refuse_rdma(vi, ep, e, false);
+        if (!remote_allows(ep, d.rhandle, d.raddr, d.length, false))
+            return refuse_rdma(vi, ep, e, false);
         Segment remote{d.raddr, d.length};
         uint64_t moved = cma_read(ep->peer_pid, d.segs, d.nseg, &remote, 1, d.length);
-        uint32_t status = VIP_STATUS_OP_RDMA_READ | (moved == d.length ? 0 : VIP_STATUS_TRANSPORT_ERROR);
+        uint32_t status =
+            VIP_STATUS_OP_RDMA_READ | (moved == d.length ? 0 : VIP_STATUS_TRANSPORT_ERROR);
         wq_complete(vi, vi->sq, e, status, static_cast<uint32_t>(moved));
         if (moved != d.length && reliable(ep))
-            break_connection(vi, ep, VIP_ERROR_RDMA_TRANSPORT, VIP_ERROR_CONN_LOST, UINT64_MAX, e.desc);
+            break_connection(vi, ep, VIP_ERROR_RDMA_TRANSPORT, VIP_ERROR_CONN_LOST, UINT64_MAX,
+                             e.desc);
         return Push::done;
     }
     uint64_t bytes = sizeof(RecHdr) + sizeof(ReadReqBody);
@@ -200,12 +213,20 @@ RecHdr *ring_record(Endpoint *ep, uint64_t pos) {
     return reinterpret_cast<RecHdr *>(ep->out + (pos & ep->mask));
 }
 
+// Before a record is published, the line where the next one will start gets a
+// sequence word that cannot match: otherwise bytes left there by an older
+// record's payload could pass for a record one lap later.
+static void invalidate_next(Endpoint *ep, uint64_t next) {
+    ring_record(ep, next)->seq.store(~seq_of(next), std::memory_order_relaxed);
+}
+
 uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
     bytes = round_line(bytes);
     uint64_t pos = ep->produced;
     uint64_t off = pos & ep->mask;
     uint64_t pad = off + bytes > ep->ring_size ? ep->ring_size - off : 0;
-    uint64_t need = pad + bytes;
+    // One line more than the record: the line invalidate_next() writes must be free.
+    uint64_t need = pad + bytes + kLine;
     if (pos + need - ep->peer_consumed > ep->ring_size) {
         ep->peer_consumed = ep->peer->consumed.load(std::memory_order_acquire);
         if (pos + need - ep->peer_consumed > ep->ring_size) return kNone;
@@ -216,6 +237,7 @@ uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
         r->flags = 0;
         r->len = static_cast<uint32_t>(pad);
         r->imm = 0;
+        invalidate_next(ep, pos + pad);
         r->seq.store(seq_of(pos), std::memory_order_release);
         pos += pad;
         ep->produced = pos;
@@ -230,8 +252,10 @@ void ring_publish(Endpoint *ep, uint64_t pos, uint64_t bytes, uint16_t type, uin
     r->flags = flags;
     r->len = len;
     r->imm = imm;
+    uint64_t end = pos + round_line(bytes);
+    invalidate_next(ep, end);
     r->seq.store(seq_of(pos), std::memory_order_release);
-    ep->produced = pos + round_line(bytes);
+    ep->produced = end;
 }
 
 void push_sends(Vi *vi, Endpoint *ep) {
@@ -312,11 +336,13 @@ void fail_entry_at(Vi *vi, uint64_t pos) {
 }
 
 // An answer to one of our RDMA reads through the ring.
-bool read_response(Vi *vi, Endpoint *, const ReadRespBody *b, const uint8_t *chunk, uint32_t len, bool last) {
+bool read_response(Vi *vi, Endpoint *, const ReadRespBody *b, const uint8_t *chunk, uint32_t len,
+                   bool last) {
     WorkQueue &q = vi->sq;
     if (b->req < q.visible || b->req >= q.cursor) return false;
     WqEntry &e = q.at(b->req);
-    if (e.op != VIP_CONTROL_OP_RDMAREAD || !(e.flags & kAwaitResp) || b->offset != e.p2) return false;
+    if (e.op != VIP_CONTROL_OP_RDMAREAD || !(e.flags & kAwaitResp) || b->offset != e.p2)
+        return false;
     if (b->status) {
         e.flags &= ~kAwaitResp;
         wq_complete(vi, q, e, VIP_STATUS_OP_RDMA_READ | VIP_STATUS_RDMA_PROT_ERROR, 0);

@@ -1,0 +1,81 @@
+// Two-process benchmark harness shared by the transports measured here.
+//
+// The program forks: the parent is the client, which drives every phase and
+// prints the results; the child is the server.  Each pins itself to its CPU.
+// A socketpair carries the phase commands and the server's counters, always
+// outside the timed path, so every transport is timed by the same loop.
+//
+// Output, one line per measurement (parsed by bench/run.py):
+//   lat SIZE P50_ONE_WAY_US P99_ONE_WAY_US ITERATIONS
+//   ctr SIZE ITERATIONS CLIENT_DOORBELLS CLIENT_SPINWINS CLIENT_SLEEPS
+//       SERVER_DOORBELLS SERVER_SPINWINS SERVER_SLEEPS        (one line)
+//   bw  SIZE MB_PER_S MESSAGES
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct Options {
+    std::string mode = "lat"; // lat | bw
+    std::string variant;      // transport specific (e.g. unix | tcp)
+    std::vector<uint64_t> sizes;
+    int client_cpu = 0;
+    int server_cpu = 1;
+    long iters = 5000;   // timed round trips per size, at most
+    long warmup = 200;   // untimed round trips per size
+    double max_ms = 300; // time cap of one size's timed phase
+    uint64_t bw_bytes = 256ull << 20;
+    int window = 16; // messages in flight (transports that need a window)
+    int timeout_s = 120;
+
+    bool same_cpu() const { return client_cpu == server_cpu; }
+    uint64_t max_size() const;
+};
+
+struct Counters {
+    uint64_t doorbells = 0, spin_wins = 0, sleeps = 0;
+};
+
+// One process's end of an established connection.
+class Peer {
+public:
+    virtual ~Peer() = default;
+    // Client: one round trip of `size` bytes each way.  Server: its echo.
+    virtual void ping(uint64_t size) = 0;
+    virtual void pong(uint64_t size) = 0;
+    // Client: n messages of `size` bytes, then wait for the server's
+    // acknowledgement that all arrived.  Server: the other side of that.
+    virtual void stream_out(uint64_t size, long n) = 0;
+    virtual void stream_in(uint64_t size, long n) = 0;
+    virtual Counters counters() { return {}; }
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    // In the parent before fork: state both processes inherit.
+    virtual void prepare(const Options &) {}
+    // In each process after fork and pinning.  `ctl` may carry setup data
+    // (addresses) between the two; it must be left with nothing unread.
+    virtual std::unique_ptr<Peer> open(const Options &o, bool server, int ctl) = 0;
+};
+
+Options parse_options(int argc, char **argv);
+// Runs the benchmark described by o; returns the exit status.
+int run(const Options &o, Transport &t);
+
+uint64_t now_ns();
+void pin_cpu(int cpu);
+[[noreturn]] void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ctl_write(int fd, const void *p, size_t n);
+void ctl_read(int fd, void *p, size_t n);
+
+// Polling wait step: a pause between two CPUs; on a shared CPU a spinning
+// waiter would hold it until the next tick, so it yields instead.
+void relax(bool same_cpu);
+
+} // namespace bench

@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Runs every benchmark, interleaved, and writes raw.csv, results.csv and meta.json.
+
+Usage: run.py BUILD_DIR OUT_DIR
+
+Each round runs every transport once per placement (A B C A B C ...), so a
+noisy minute on a shared machine spreads over all transports instead of
+landing on one; results.csv holds the median over rounds.  Every child runs
+in its own session under a timeout and is killed with its process group if
+it hangs.
+"""
+import csv
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LAT_SIZES = [0, 1, 8, 64, 256, 512, 1024, 4096]
+BW_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20]
+PLACEMENTS = {"cross": (0, 1), "same": (0, 0)}
+ROUNDS = int(os.environ.get("VIPL_BENCH_ROUNDS", "7"))
+LAT_ITERS = 5000
+LAT_MAX_MS = 150
+BW_BYTES = 128 << 20
+BW_MAX_MS = 200
+# Polling tools that cannot yield hand the CPU over only at the scheduler
+# tick when both processes share it: a few milliseconds per message.
+SLOW_POLL_ITERS = 25
+TIMEOUT_S = 60
+SPIN_US = "1000000"  # the largest VIPL_SPIN_US accepted
+
+COLUMNS = ["benchmark", "transport", "placement", "size", "value", "unit", "iterations"]
+
+
+class Failure(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, build, out):
+        self.build = os.path.abspath(build)
+        self.out = os.path.abspath(out)
+        self.tmp = tempfile.mkdtemp(prefix="vipl-bench-")
+        self.rows = []  # raw rows, with a round number
+        self.failures = {}  # (benchmark, transport, placement) -> reason
+        self.notes = {}
+        self.port = 20000 + os.getpid() % 20000
+        self.round = 0
+        self.started = None
+        self.load_before = None
+
+    # ------------------------------------------------------------ helpers
+    def binary(self, name):
+        path = os.path.join(self.build, "bench", name)
+        return path if os.access(path, os.X_OK) else None
+
+    def next_port(self):
+        self.port = 20000 + (self.port - 20000 + 1) % 40000
+        return self.port
+
+    def add(self, benchmark, transport, placement, size, value, unit, iterations):
+        self.rows.append(dict(benchmark=benchmark, transport=transport, placement=placement,
+                              size=size, value=value, unit=unit, iterations=iterations,
+                              round=self.round))
+
+    def fail(self, benchmark, transport, placement, reason):
+        key = (benchmark, transport, placement)
+        self.failures.setdefault(key, f"round {self.round}: {reason}")
+        print(f"  ! {benchmark} {transport} {placement}: {reason}", file=sys.stderr)
+
+    def run(self, cmd, env=None, timeout=TIMEOUT_S):
+        """Runs cmd in its own session; returns stdout or raises Failure."""
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=full_env, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(p)
+            p.communicate()
+            raise Failure(f"timed out after {timeout} s and was killed")
+        if p.returncode != 0:
+            raise Failure(f"exit status {p.returncode}: {tail(err)}")
+        return out
+
+    def pair(self, server_cmd, client_cmd, port, env=None, timeout=TIMEOUT_S):
+        """Starts a server, waits until it listens on port, runs the client."""
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        log = tempfile.TemporaryFile("w+", dir=self.tmp)
+        server = subprocess.Popen(server_cmd, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                  env=full_env, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 10
+            while not listening(port):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise Failure("server did not start listening: " + tail(log.read()))
+                time.sleep(0.01)
+            out = self.run(client_cmd, env, timeout)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                raise Failure("server did not exit after the client finished")
+            return out
+        finally:
+            if server.poll() is None:
+                kill_group(server)
+            server.wait()
+            log.close()
+
+    # ------------------------------------------------- our own programs
+    def own(self, benchmark, transport, placement, binary, args, env=None):
+        path = self.binary(binary)
+        if not path:
+            self.fail(benchmark, transport, placement, f"{binary} was not built")
+            return
+        c, s = PLACEMENTS[placement]
+        cmd = [path, "--cpus", f"{c},{s}", "--timeout", str(TIMEOUT_S)] + args
+        try:
+            out = self.run(cmd, env, TIMEOUT_S + 10)
+        except Failure as e:
+            self.fail(benchmark, transport, placement, str(e))
+            return
+        seen = 0
+        for line in out.splitlines():
+            f = line.split()
+            if not f:
+                continue
+            if f[0] == "lat" and len(f) == 5:
+                size, n = int(f[1]), int(f[4])
+                self.add("latency_p50", transport, placement, size, float(f[2]), "us", n)
+                self.add("latency_p99", transport, placement, size, float(f[3]), "us", n)
+                seen += 1
+            elif f[0] == "ctr" and len(f) == 9 and transport.startswith("vipl"):
+                size, n = int(f[1]), int(f[2])
+                cd, cs, cz, sd, ss, sz = map(int, f[3:])
+                msgs = 2 * n  # a round trip is two messages
+                self.add("doorbells_per_msg", transport, placement, size, (cd + sd) / msgs, "1/msg", n)
+                self.add("sleeps_per_msg", transport, placement, size, (cz + sz) / msgs, "1/msg", n)
+                self.add("spin_wins_per_msg", transport, placement, size, (cs + ss) / msgs, "1/msg", n)
+            elif f[0] == "bw" and len(f) == 4:
+                self.add("bandwidth", transport, placement, int(f[1]), float(f[2]), "MB/s", int(f[3]))
+                seen += 1
+        if not seen:
+            self.fail(benchmark, transport, placement, "no result in its output")
+
+    def own_lat(self, transport, placement, binary, extra=(), env=None):
+        sizes = ",".join(map(str, LAT_SIZES))
+        self.own("latency", transport, placement, binary,
+                 ["--mode", "lat", "--sizes", sizes, "--iters", str(LAT_ITERS),
+                  "--max-ms", str(LAT_MAX_MS)] + list(extra), env)
+
+    def own_bw(self, transport, placement, binary, extra=(), env=None):
+        sizes = ",".join(map(str, BW_SIZES))
+        self.own("bandwidth", transport, placement, binary,
+                 ["--mode", "bw", "--sizes", sizes, "--bytes", str(BW_BYTES),
+                  "--max-ms", str(BW_MAX_MS)] + list(extra), env)
+
+    # ------------------------------------------------------------- UCX
+    def ucx(self, mode, placement):
+        benchmark = "latency" if mode == "lat" else "bandwidth"
+        tool = shutil.which("ucx_perftest")
+        if not tool:
+            self.fail(benchmark, "ucx", placement, "ucx_perftest is not installed")
+            return
+        c, s = PLACEMENTS[placement]
+        same = c == s
+        lines = []
+        if mode == "lat":
+            n = SLOW_POLL_ITERS if same else 20000
+            w = 5 if same else 2000
+            for size in LAT_SIZES:
+                for rank in (50, 99):
+                    lines.append(f"lat{size}r{rank} -t tag_lat -s {size} -n {n} -w {w} -R {rank}")
+        else:
+            for size in BW_SIZES:
+                n = max(8, BW_BYTES // size)
+                if same:
+                    n = max(8, n // 4)
+                lines.append(f"bw{size} -t tag_bw -s {size} -n {n} -w {max(2, n // 10)}")
+        batch = os.path.join(self.tmp, f"ucx-{mode}-{placement}.txt")
+        with open(batch, "w") as fh:
+            fh.write("\n".join(lines) + "\n")
+        port = self.next_port()
+        env = {"UCX_LOG_LEVEL": "info"}  # names the transports UCX picked
+        server = ["taskset", "-c", str(s), tool, "-b", batch, "-p", str(port)]
+        client = ["taskset", "-c", str(c), tool, "localhost", "-b", batch, "-p", str(port), "-v", "-f"]
+        try:
+            out = self.pair(server, client, port, env, timeout=TIMEOUT_S * 2)
+        except Failure as e:
+            self.fail(benchmark, "ucx", placement, str(e))
+            return
+        m = re.search(r"ep_cfg\[\d+\]: (tag\([^)]*\))", out)
+        if m:
+            self.notes["ucx_transports"] = m.group(1)
+        seen = 0
+        for line in out.splitlines():
+            f = line.split(",")
+            if len(f) != 9:
+                continue
+            name = f[0].strip()
+            try:
+                iters = int(f[1].strip())
+            except ValueError:
+                continue
+            m = re.fullmatch(r"lat(\d+)r(\d+)", name)
+            if m:
+                size, rank = int(m.group(1)), int(m.group(2))
+                # tag_lat prints half the round trip: one-way already.
+                self.add(f"latency_p{rank}", "ucx", placement, size, float(f[2]), "us", iters)
+                seen += 1
+            m = re.fullmatch(r"bw(\d+)", name)
+            if m:
+                # ucx_perftest prints MiB/s.
+                mbps = float(f[6]) * 1.048576
+                self.add("bandwidth", "ucx", placement, int(m.group(1)), mbps, "MB/s", iters)
+                seen += 1
+        if not seen:
+            self.fail(benchmark, "ucx", placement, "no result in its output: " + tail(out))
+
+    # ------------------------------------------------------ fi_pingpong
+    def fi_pingpong(self, placement):
+        tool = shutil.which("fi_pingpong")
+        if not tool:
+            self.fail("latency", "fi_pingpong", placement, "fi_pingpong is not installed")
+            return
+        c, s = PLACEMENTS[placement]
+        n = SLOW_POLL_ITERS if c == s else 10000
+        for size in LAT_SIZES:
+            port = self.next_port()
+            common = ["-p", "shm", "-e", "rdm", "-I", str(n), "-S", str(size)]
+            server = ["taskset", "-c", str(s), tool] + common + ["-B", str(port)]
+            client = ["taskset", "-c", str(c), tool] + common + ["-P", str(port), "localhost"]
+            try:
+                out = self.pair(server, client, port)
+            except Failure as e:
+                self.fail("latency", "fi_pingpong", placement, f"{size} B: {e}")
+                continue
+            value = None
+            for line in out.splitlines():
+                f = line.split()
+                if len(f) == 8 and f[0] != "bytes":
+                    value = float(f[6])  # usec/xfer: the mean one-way time
+            if value is None:
+                self.fail("latency", "fi_pingpong", placement, f"{size} B: no result: {tail(out)}")
+                continue
+            self.add("latency_mean", "fi_pingpong", placement, size, value, "us", n)
+
+    # --------------------------------------------------------- Table 5
+    def postcost(self, transport, force):
+        path = self.binary("bench-vipl-postcost")
+        if not path:
+            self.fail("post_cost", transport, "cross", "bench-vipl-postcost was not built")
+            return
+        env = {"VIPL_FORCE_DOORBELL": force, "VIPL_SPIN_US": SPIN_US}
+        try:
+            out = self.run([path, "--cpus", "0,1", "--batch", "32", "--batches", "4000",
+                            "--timeout", str(TIMEOUT_S)], env, TIMEOUT_S + 10)
+        except Failure as e:
+            self.fail("post_cost", transport, "cross", str(e))
+            return
+        seen = False
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) == 6 and f[0] == "post":
+                call = "post_send" if f[1] == "send" else "post_recv"
+                size = 8 if f[1] == "send" else 0
+                calls = int(f[4])
+                self.add(call, transport, "cross", size, float(f[2]), "ns/call", calls)
+                self.add(call + "_p10", transport, "cross", size, float(f[3]), "ns/call", calls)
+                self.add(call + "_doorbells", transport, "cross", size, int(f[5]) / calls,
+                         "1/call", calls)
+                seen = True
+        if not seen:
+            self.fail("post_cost", transport, "cross", "no result in its output: " + tail(out))
+
+    # ------------------------------------------------------------ plan
+    def one_round(self):
+        for placement in PLACEMENTS:
+            self.own_lat("vipl-spin", placement, "bench-vipl", env={"VIPL_SPIN_US": SPIN_US})
+            self.own_lat("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"})
+            self.own_lat("ring", placement, "bench-ring")
+            self.own_lat("unix", placement, "bench-sock", ["--variant", "unix"])
+            self.own_lat("tcp", placement, "bench-sock", ["--variant", "tcp"])
+            self.ucx("lat", placement)
+            self.own_lat("fabric", placement, "bench-fabric")
+            self.fi_pingpong(placement)
+        for placement in PLACEMENTS:
+            self.own_bw("vipl-spin", placement, "bench-vipl", env={"VIPL_SPIN_US": SPIN_US})
+            self.own_bw("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"})
+            self.own_bw("ring", placement, "bench-ring")
+            self.own_bw("unix", placement, "bench-sock", ["--variant", "unix"])
+            self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
+            self.ucx("bw", placement)
+            self.own_bw("fabric", placement, "bench-fabric")
+        self.postcost("vipl-spin", "0")
+        self.postcost("vipl-forced-doorbell", "1")
+
+    def main(self):
+        os.makedirs(self.out, exist_ok=True)
+        self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        self.load_before = load_average()
+        start = time.monotonic()
+        try:
+            for r in range(1, ROUNDS + 1):
+                self.round = r
+                print(f"round {r}/{ROUNDS} ({time.monotonic() - start:.0f} s so far)", flush=True)
+                self.one_round()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        elapsed = time.monotonic() - start
+        self.write(elapsed)
+        print(f"done in {elapsed:.0f} s: {self.out}/results.csv", flush=True)
+
+    def write(self, elapsed):
+        with open(os.path.join(self.out, "raw.csv"), "w", newline="") as fh:
+            w = csv.DictWriter(fh, COLUMNS + ["round"])
+            w.writeheader()
+            w.writerows(self.rows)
+        groups = {}
+        for row in self.rows:
+            key = tuple(row[k] for k in ("benchmark", "transport", "placement", "size", "unit"))
+            groups.setdefault(key, []).append(row)
+        with open(os.path.join(self.out, "results.csv"), "w", newline="") as fh:
+            w = csv.DictWriter(fh, COLUMNS)
+            w.writeheader()
+            for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], k[3])):
+                rows = groups[key]
+                w.writerow(dict(benchmark=key[0], transport=key[1], placement=key[2], size=key[3],
+                                value=round(statistics.median(r["value"] for r in rows), 4),
+                                unit=key[4], iterations=sum(r["iterations"] for r in rows)))
+        meta = dict(
+            rounds=ROUNDS, elapsed_s=round(elapsed), date=self.started,
+            load_before=self.load_before, load_after=load_average(),
+            kernel=platform.release(), cpu=cpu_model(), cpus=os.cpu_count(),
+            failures=[dict(benchmark=b, transport=t, placement=p, reason=r)
+                      for (b, t, p), r in sorted(self.failures.items())],
+            notes=self.notes, lat_iters=LAT_ITERS, lat_max_ms=LAT_MAX_MS, bw_bytes=BW_BYTES,
+            slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US)
+        with open(os.path.join(self.out, "meta.json"), "w") as fh:
+            json.dump(meta, fh, indent=1)
+
+
+def kill_group(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def tail(text, n=300):
+    text = (text or "").strip().replace("\n", " | ")
+    return text[-n:]
+
+
+def listening(port):
+    want = f":{port:04X}"
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(name) as fh:
+                for line in fh.readlines()[1:]:
+                    f = line.split()
+                    if f[1].endswith(want) and f[3] == "0A":
+                        return True
+        except OSError:
+            pass
+    return False
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as fh:
+            return " ".join(fh.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: run.py BUILD_DIR OUT_DIR")
+    Runner(sys.argv[1], sys.argv[2]).main()

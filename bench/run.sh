@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every benchmark against an already built tree and writes the report.
+#   bench/run.sh BUILD_DIR OUT_DIR
+# OUT_DIR gets raw.csv, results.csv, meta.json, report.md, latency.png, bandwidth.png.
+# VIPL_BENCH_ROUNDS (default 7) sets how many interleaved rounds are taken.
+set -euo pipefail
+if [ $# -ne 2 ]; then
+    echo "usage: $0 BUILD_DIR OUT_DIR" >&2
+    exit 2
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+build=$1
+out=$2
+for b in bench-vipl bench-vipl-postcost bench-ring bench-sock; do
+    [ -x "$build/bench/$b" ] || { echo "run.sh: $build/bench/$b is missing: build first" >&2; exit 1; }
+done
+mkdir -p "$out"
+# Debian's python3-matplotlib belongs to the system interpreter, which a
+# python3 earlier in PATH (pyenv, a venv) may hide.
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+"$py" "$here/run.py" "$build" "$out"
+"$py" "$here/report.py" "$out"
+echo "report: $out/report.md"

@@ -1,0 +1,126 @@
+// Blocking stream sockets: --variant unix (AF_UNIX socketpair) or tcp
+// (loopback, TCP_NODELAY).  A stream cannot carry an empty message, so size
+// 0 moves one byte.  Bandwidth streams with no window of its own: the socket
+// buffers are the window, as for any program that writes to a socket.
+#include "harness.h"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using namespace bench;
+
+void write_all(int fd, const uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t r = write(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) fail("socket write: %s", strerror(errno));
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+}
+
+void read_all(int fd, uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) fail("socket read: %s", strerror(errno));
+        if (r == 0) fail("socket closed by the peer");
+        p += r;
+        n -= static_cast<size_t>(r);
+    }
+}
+
+class SockPeer : public Peer {
+public:
+    SockPeer(int fd, uint64_t max) : fd_(fd), buf_(std::max<uint64_t>(max, 1)) {}
+    ~SockPeer() override { close(fd_); }
+    void ping(uint64_t size) override {
+        size_t n = std::max<uint64_t>(size, 1);
+        write_all(fd_, buf_.data(), n);
+        read_all(fd_, buf_.data(), n);
+    }
+    void pong(uint64_t size) override {
+        size_t n = std::max<uint64_t>(size, 1);
+        read_all(fd_, buf_.data(), n);
+        write_all(fd_, buf_.data(), n);
+    }
+    void stream_out(uint64_t size, long n) override {
+        size_t len = std::max<uint64_t>(size, 1);
+        for (long k = 0; k < n; ++k) write_all(fd_, buf_.data(), len);
+        read_all(fd_, buf_.data(), 1);
+    }
+    void stream_in(uint64_t size, long n) override {
+        size_t len = std::max<uint64_t>(size, 1);
+        for (long k = 0; k < n; ++k) read_all(fd_, buf_.data(), len);
+        write_all(fd_, buf_.data(), 1);
+    }
+
+private:
+    int fd_;
+    std::vector<uint8_t> buf_;
+};
+
+class SockTransport : public Transport {
+public:
+    void prepare(const Options &o) override {
+        if (o.variant == "unix") {
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_) != 0)
+                fail("socketpair: %s", strerror(errno));
+        } else if (o.variant == "tcp") {
+            listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_in a{};
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            socklen_t len = sizeof a;
+            if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), len) != 0 ||
+                listen(listen_fd_, 1) != 0 ||
+                getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&addr_), &len) != 0)
+                fail("tcp listen: %s", strerror(errno));
+        } else {
+            fail("--variant must be unix or tcp");
+        }
+    }
+    std::unique_ptr<Peer> open(const Options &o, bool server, int) override {
+        int fd;
+        if (o.variant == "unix") {
+            fd = pair_[server ? 1 : 0];
+            close(pair_[server ? 0 : 1]);
+        } else if (server) {
+            fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd < 0) fail("accept: %s", strerror(errno));
+            close(listen_fd_);
+        } else {
+            close(listen_fd_);
+            fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0 || connect(fd, reinterpret_cast<sockaddr *>(&addr_), sizeof addr_) != 0)
+                fail("tcp connect: %s", strerror(errno));
+        }
+        if (o.variant == "tcp") {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        return std::make_unique<SockPeer>(fd, o.max_size());
+    }
+
+private:
+    int pair_[2] = {-1, -1};
+    int listen_fd_ = -1;
+    sockaddr_in addr_{};
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+    Options o = parse_options(argc, argv);
+    SockTransport t;
+    return run(o, t);
+}

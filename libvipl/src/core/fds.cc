@@ -1,0 +1,40 @@
+#include "core/fds.h"
+
+#include <atomic>
+#include <cstdint>
+#include <unistd.h>
+
+namespace vipl {
+namespace {
+
+// One bit per descriptor number up to 2^20 (the kernel's default nr_open):
+// lock-free, so the fork child can walk it even if a parent thread held a lock.
+constexpr int kMaxFd = 1 << 20;
+std::atomic<uint64_t> g_bits[kMaxFd / 64];
+
+} // namespace
+
+int fd_track(int fd) {
+    if (fd >= 0 && fd < kMaxFd)
+        g_bits[fd / 64].fetch_or(1ull << (fd % 64), std::memory_order_relaxed);
+    return fd;
+}
+
+void fd_close(int fd) {
+    if (fd < 0) return;
+    if (fd < kMaxFd) g_bits[fd / 64].fetch_and(~(1ull << (fd % 64)), std::memory_order_relaxed);
+    close(fd);
+}
+
+void fd_close_all_inherited() {
+    for (int w = 0; w < kMaxFd / 64; ++w) {
+        uint64_t bits = g_bits[w].exchange(0, std::memory_order_relaxed);
+        while (bits) {
+            int b = __builtin_ctzll(bits);
+            bits &= bits - 1;
+            close(w * 64 + b);
+        }
+    }
+}
+
+} // namespace vipl
