@@ -61,6 +61,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         vi->rq.cq = rcq;
         vi->prov = nullptr;
         vi->user_fd = -1;
+        vi->wait_ep = -1;
         vi->sleepers = 0;
         vi->kicked = false;
         vi->fd_mode = false;

@@ -4,6 +4,7 @@
 #include "core/cq.h"
 #include "core/notify.h"
 #include "core/vi.h"
+#include "core/wait.h"
 #include "prov/provider.h"
 
 #include <algorithm>
@@ -27,6 +28,7 @@ void vi_connected_locked(Vi *vi) {
             epoll_ctl(vi->user_fd, EPOLL_CTL_ADD, fds[i].fd, &ev);
         }
     }
+    vi_wait_set_transport(vi);
     notifier_watch_vi(vi, true);
 }
 
@@ -57,6 +59,8 @@ VIP_RETURN vi_destroy(Vi *vi, const void *handle, bool force) {
     vi->sq = WorkQueue{};
     vi->rq = WorkQueue{};
     if (vi->user_fd >= 0) fd_close(vi->user_fd);
+    if (vi->wait_ep >= 0) fd_close(vi->wait_ep);
+    vi->wait_ep = -1;
     if (vi->efd >= 0) fd_close(vi->efd);
     vi->user_fd = vi->efd = -1;
     if (Ptag *p = ptags().at_index(vi->ptag_id - 1)) p->users.fetch_sub(1);

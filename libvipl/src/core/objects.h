@@ -170,6 +170,7 @@ struct Vi : Object {
     // Waiting.  efd is this VI's doorbell: peers and local threads write it.
     int efd = -1;
     int user_fd = -1; // epoll fd handed out by VipGetViWaitFd
+    int wait_ep = -1; // edge-triggered set a lone sleeper waits in (created on first sleep)
     std::atomic<int> sleepers{0};
     std::atomic<bool> kicked{false};
     std::atomic<bool> fd_mode{false};

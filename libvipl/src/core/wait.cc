@@ -3,6 +3,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/cq.h"
+#include "core/fds.h"
 #include "core/vi.h"
 #include "prov/provider.h"
 
@@ -31,8 +32,63 @@ PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline) {
     }
 }
 
-void vi_arm(Vi *vi) {
-    if (vi->prov) vi->nic->ops->vi->arm(vi);
+PollResult epoll_until(int ep, epoll_event *evs, int max, uint64_t deadline, int *got) {
+    *got = 0;
+    for (;;) {
+        timespec ts;
+        timespec *tp = nullptr;
+        if (deadline != kNoDeadline) {
+            ts = to_timespec(deadline);
+            tp = &ts;
+        }
+        int saved = errno;
+        int r = epoll_pwait2(ep, evs, max, tp, nullptr);
+        int err = errno;
+        errno = saved;
+        if (r > 0) {
+            *got = r;
+            return PollResult::ready;
+        }
+        if (r == 0) return PollResult::timeout;
+        if (err == EINTR) return PollResult::interrupted;
+        if (err != EAGAIN && err != ENOMEM) return PollResult::error;
+    }
+}
+
+bool vi_wait_set(Vi *vi) {
+    if (vi->wait_ep >= 0) return true;
+    int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
+    if (ep < 0) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = 0;
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, vi->efd, &ev) < 0) {
+        fd_close(ep);
+        return false;
+    }
+    vi->wait_ep = ep;
+    vi_wait_set_transport(vi);
+    return true;
+}
+
+void vi_wait_set_transport(Vi *vi) {
+    if (vi->wait_ep < 0 || !vi->prov) return;
+    pollfd fds[4];
+    int n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
+    for (int i = 0; i < n; ++i) {
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+        ev.data.u64 = 1;
+        epoll_ctl(vi->wait_ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
+    }
+}
+
+void vi_arm(Vi *vi, unsigned what) {
+    if (vi->prov) vi->nic->ops->vi->arm(vi, what);
+}
+
+void vi_disarm(Vi *vi) {
+    if (vi->prov && !vi->sq.notify && !vi->rq.notify) vi->nic->ops->vi->disarm(vi);
 }
 
 void vi_rearm(Vi *vi) {
@@ -123,7 +179,10 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
     }
 
     for (;;) {
-        vi->sleepers.fetch_add(1, std::memory_order_seq_cst);
+        // A lone sleeper waits edge-triggered in epoll_wait: no need to drain
+        // the doorbell afterwards, so a wake-up costs one system call on each
+        // side.  Further sleepers poll the doorbell level-triggered and drain it.
+        bool lone = vi->sleepers.fetch_add(1, std::memory_order_seq_cst) == 0;
         pollfd fds[5];
         int n = 0;
         {
@@ -132,24 +191,47 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                 vi->sleepers.fetch_sub(1);
                 return VIP_INVALID_PARAMETER;
             }
-            vi_arm(vi);
+            // A receive waits for arrivals only: the peer consuming our own
+            // messages must not wake it (a ping-pong would sleep twice per message).
+            vi_arm(vi,
+                   recv && !vi->fd_mode.load(std::memory_order_relaxed) && vi->sleepers.load() == 1
+                       ? kWakeRecv
+                       : kWakeAny);
             vi_progress(vi);
             if (take(q, out, &rc)) {
-                vi->sleepers.fetch_sub(1);
+                if (vi->sleepers.fetch_sub(1) == 1) vi_disarm(vi);
                 return rc;
             }
-            fds[n++] = pollfd{vi->efd, POLLIN, 0};
-            if (vi->prov) n += vi->nic->ops->vi->wait_fds(vi, fds + n, 4);
+            if (lone && !vi_wait_set(vi)) lone = false;
+            if (!lone) {
+                fds[n++] = pollfd{vi->efd, POLLIN, 0};
+                if (vi->prov) n += vi->nic->ops->vi->wait_fds(vi, fds + n, 4);
+            }
         }
         ++vi->counters.Sleeps;
-        PollResult pr = poll_until(fds, n, deadline);
-        vi->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        bool doorbell = false, transport_event = false;
+        PollResult pr;
+        if (lone) {
+            epoll_event evs[4];
+            int got = 0;
+            pr = epoll_until(vi->wait_ep, evs, 4, deadline, &got);
+            for (int i = 0; i < got; ++i) (evs[i].data.u64 ? transport_event : doorbell) = true;
+        } else {
+            pr = poll_until(fds, n, deadline);
+            doorbell = fds[0].revents & POLLIN;
+            for (int i = 1; i < n; ++i) transport_event |= fds[i].revents != 0;
+        }
+        bool last = vi->sleepers.fetch_sub(1, std::memory_order_seq_cst) == 1;
         {
             std::lock_guard<Mutex> g(vi->lock);
             if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
-            if (fds[0].revents & POLLIN) vi_drain(vi);
-            bool transport_event = false;
-            for (int i = 1; i < n; ++i) transport_event |= fds[i].revents != 0;
+            if (last && !vi->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi);
+            if (doorbell) {
+                if (lone)
+                    vi->kicked.store(false, std::memory_order_release);
+                else
+                    vi_drain(vi);
+            }
             if (transport_event && vi->prov) vi->nic->ops->vi->check_peer(vi);
             vi_progress(vi);
             if (take(q, out, &rc)) return rc;

@@ -5,6 +5,7 @@
 #include "core/objects.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 
 namespace vipl {
 
@@ -12,6 +13,15 @@ enum class PollResult { ready, timeout, interrupted, error };
 
 // ppoll until one of fds is ready, the deadline passes, or a signal handler ran.
 PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline);
+// The same with epoll_wait on ep; *got events are in evs.
+PollResult epoll_until(int ep, struct epoll_event *evs, int max, uint64_t deadline, int *got);
+
+// The edge-triggered set of a VI's lone sleeper: its doorbell (data 0) and its
+// transport's descriptors (data 1).  Created on first use (lock held); false
+// if it cannot be.
+bool vi_wait_set(Vi *vi);
+// Adds the transport's current descriptors to it (after a connection is made).
+void vi_wait_set_transport(Vi *vi);
 
 // VipSendDone/VipRecvDone on a looked-up VI.
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out);
@@ -32,8 +42,10 @@ void cq_handle_wakeups(Cq *cq);
 // Re-arms every member of a CQ and runs its progress.
 void cq_arm_members(Cq *cq);
 
-// Arms a VI so that its next event makes vi->efd readable (lock held).
-void vi_arm(Vi *vi);
+// Arms a VI so that its next event makes vi->efd readable (lock held);
+// vi_disarm withdraws it once nobody waits (not for fd users or Notify).
+void vi_arm(Vi *vi, unsigned what = 3 /* kWakeAny */);
+void vi_disarm(Vi *vi);
 // Drains vi->efd if it may hold a count (a kick, or a ring that consumed the
 // last arming), then arms again (lock held).  No system call when idle.
 void vi_rearm(Vi *vi);

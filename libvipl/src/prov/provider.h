@@ -16,6 +16,8 @@
 
 namespace vipl {
 
+enum WakeFor : unsigned { kWakeRecv = 1, kWakeSend = 2, kWakeAny = 3 };
+
 struct Segment {
     uint64_t addr;
     uint64_t len;
@@ -46,7 +48,7 @@ struct NicOps {
     VIP_RETURN (*autodiscovery)(Nic *nic, VIP_AUTODISCOVERY_LIST *list);
     // Server side.  connect_wait blocks until deadline (ns, kNoDeadline) and
     // returns VIP_INTERRUPTED if a signal handler ran while it slept.
-    VIP_RETURN (*connect_wait)
+    VIP_RETURN(*connect_wait)
     (Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline, ConnReq *req,
      VIP_NET_ADDRESS *remote, VIP_VI_ATTRIBUTES *remote_attrs);
     VIP_RETURN (*connect_accept)(ConnReq *req, Vi *vi);
@@ -58,14 +60,14 @@ struct ViOps {
     size_t size;
     VIP_RETURN (*create)(Vi *vi);
     void (*destroy)(Vi *vi);
-    VIP_RETURN (*connect_request)
+    VIP_RETURN(*connect_request)
     (Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDRESS *remote, uint64_t deadline,
      VIP_VI_ATTRIBUTES *remote_attrs);
-    VIP_RETURN (*peer_request)
+    VIP_RETURN(*peer_request)
     (Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDRESS *remote, uint64_t deadline);
     // One step of a peer connection; VIP_NOT_DONE until it ends.  Fills
     // fds (at most 4) with what to poll for the next step.
-    VIP_RETURN (*peer_progress)
+    VIP_RETURN(*peer_progress)
     (Vi *vi, VIP_VI_ATTRIBUTES *remote_attrs, struct pollfd *fds, int *nfds, uint64_t *deadline);
     // Drops the transport; the peer's VI sees VIP_ERROR_CONN_LOST.
     void (*disconnect)(Vi *vi);
@@ -76,8 +78,12 @@ struct ViOps {
     void (*progress)(Vi *vi);
     // Lock-free hint for spinning: could progress find something new?
     bool (*pending)(Vi *vi);
-    // Asks the peer to write vi->efd at its next event.
-    void (*arm)(Vi *vi);
+    // Asks the peer to write vi->efd at its next event of the kinds in `what`
+    // (kWakeRecv: something arrives; kWakeSend: the peer consumed, so sends
+    // may complete or proceed); disarm withdraws that when nobody sleeps any
+    // more (saves the peer a useless system call).
+    void (*arm)(Vi *vi, unsigned what);
+    void (*disarm)(Vi *vi);
     // Whether the last arming is still pending (the peer has not rung since).
     bool (*armed)(Vi *vi);
     // Descriptors to poll besides vi->efd while sleeping (peer hang-up...).

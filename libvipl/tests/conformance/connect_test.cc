@@ -420,11 +420,18 @@ TEST_CASE("A discriminator is served by one process at a time", "[connect][proce
 TEST_CASE("VipDisconnect returns a VI to Idle and flushes its queues", "[connect]") {
     std::string device = VT_DEVICE();
     vt::Nic na(device), nb(device);
-    vt::Memory ma(na, 8192), mb(nb, 8192);
-    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+    vt::Memory ma(na, 1 << 20), mb(nb, 1 << 20);
+    // Reliable reception: sends stay outstanding while the receiver makes no call.
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na, VIP_SERVICE_RELIABLE_RECEPTION),
+                                  vt::vi_attrs(nb, VIP_SERVICE_RELIABLE_RECEPTION));
     for (int i = 0; i < 3; ++i) {
         vt::set_desc(ma.desc(i), ma.base + 4096 + 256 * i, 256, ma.mh);
         REQUIRE(VipPostRecv(p.a, ma.desc(i), ma.mh) == VIP_SUCCESS);
+    }
+    for (int i = 0; i < 2; ++i) {
+        uint32_t len = i ? 100000 : 16;
+        vt::set_desc(ma.desc(10 + i), ma.base + 65536 + 200000 * i, len, ma.mh);
+        REQUIRE(VipPostSend(p.a, ma.desc(10 + i), ma.mh) == VIP_SUCCESS);
     }
     REQUIRE(VipDisconnect(p.a) == VIP_SUCCESS);
     CHECK(vt::vi_state(p.a) == VIP_STATE_IDLE);
@@ -437,8 +444,17 @@ TEST_CASE("VipDisconnect returns a VI to Idle and flushes its queues", "[connect
         CHECK((d->CS.Status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_RECEIVE);
         CHECK(d->CS.Length == 0);
     }
+    for (int i = 0; i < 2; ++i) {
+        VIP_DESCRIPTOR *d = nullptr;
+        REQUIRE(VipSendDone(p.a, &d) == VIP_DESCRIPTOR_ERROR);
+        CHECK(d == ma.desc(10 + i));
+        CHECK((d->CS.Status & VIP_STATUS_DONE) != 0);
+        CHECK((d->CS.Status & VIP_STATUS_ERROR_MASK) == VIP_STATUS_DESC_FLUSHED_ERROR);
+        CHECK((d->CS.Status & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_SEND);
+    }
     VIP_DESCRIPTOR *d;
     CHECK(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
+    CHECK(VipSendDone(p.a, &d) == VIP_NOT_DONE);
     CHECK(VipDisconnect(p.a) == VIP_INVALID_STATE);
     REQUIRE(vt::drive_to_state(p.b, VIP_STATE_ERROR, vt::kWaitMs));
     REQUIRE(VipDisconnect(p.b) == VIP_SUCCESS);

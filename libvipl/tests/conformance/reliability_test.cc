@@ -89,11 +89,13 @@ TEST_CASE("Unreliable: a message without a receive descriptor is dropped", "[rel
 
 TEST_CASE("Unreliable: a message too long for its receive descriptor is dropped", "[reliability]") {
     std::string device = VT_DEVICE();
+    uint32_t len = GENERATE(101u, 100000u);
+    INFO("length " << len);
     Link l(device, VIP_SERVICE_UNRELIABLE);
     l.post_recv(0, 100);
     l.post_recv(1, 1000);
     memset(l.mr.base + 65536, 0x77, 200);
-    l.send(0, 101, 5);
+    l.send(0, len, 5);
     VIP_DESCRIPTOR *d = nullptr;
     REQUIRE(VipRecvWait(l.r, vt::kWaitMs, &d) == VIP_DESCRIPTOR_ERROR);
     CHECK(d == l.mr.desc(0));

@@ -182,6 +182,7 @@ struct Endpoint {
     enum class Frag { none, filling, dropping } frag = Frag::none;
     // Target side of an RDMA read through the ring: bytes of the current answer sent.
     uint32_t read_resp_sent = 0;
+    bool stalled = false; // the in ring waits for room in the out ring (an RDMA read answer)
     P2p *p2p = nullptr;
     VIP_VI_ATTRIBUTES peer_attrs{};
 };
@@ -265,9 +266,12 @@ void gather(uint8_t *dst, const Segment *segs, uint32_t nseg, uint64_t offset, u
 void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t *src, uint64_t len);
 
 // shm_doorbell.cc
-void arm(Vi *vi);
+void arm(Vi *vi, unsigned what);
+void disarm(Vi *vi);
 bool armed(Vi *vi);
-void ring_peer(Vi *vi, Endpoint *ep);
+// Rings the peer's doorbell if it sleeps waiting for an event of kind `what`
+// (kWakeRecv after publishing records, kWakeSend after consuming).
+void ring_peer(Vi *vi, Endpoint *ep, unsigned what);
 int wait_fds(Vi *vi, pollfd *fds, int max);
 void check_peer(Vi *vi);
 int exchange_cpu(Vi *vi, int my_cpu);

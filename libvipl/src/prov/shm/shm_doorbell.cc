@@ -7,27 +7,45 @@
 
 #include <cerrno>
 #include <poll.h>
+#include <sched.h>
 #include <unistd.h>
 
 namespace vipl::shm {
 
-void arm(Vi *vi) {
+void arm(Vi *vi, unsigned what) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return;
+    // Where we sleep tells a spinning peer on the same CPU not to spin.
+    ep->me->cpu.store(sched_getcpu(), std::memory_order_relaxed);
+    // Outgoing work blocked on ring space needs the peer's consumption,
+    // whatever the sleeper itself waits for.
+    if (vi->sq.cursor != vi->sq.tail || ep->stalled) what |= kWakeSend;
+    uint64_t w = ep->me->waiter.load(std::memory_order_relaxed);
+    // A fresh epoch unless already armed for all of `what`: a ringer holding
+    // an older arming then fails its compare-and-swap instead of clearing this one.
+    while ((w & what) != what &&
+           !ep->me->waiter.compare_exchange_weak(w, (((w >> 2) + 1) << 2) | (w & 3) | what,
+                                                 std::memory_order_seq_cst)) {
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void disarm(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return;
     uint64_t w = ep->me->waiter.load(std::memory_order_relaxed);
-    while (!(w & 1) && !ep->me->waiter.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1,
-                                                             std::memory_order_seq_cst)) {
+    // A ringer that read the armed word fails its compare-and-swap and looks again.
+    while ((w & 3) &&
+           !ep->me->waiter.compare_exchange_weak(w, w & ~3ull, std::memory_order_seq_cst)) {
     }
-    // Already armed: keep that arming; the peer clears it when it rings.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 bool armed(Vi *vi) {
     Endpoint *ep = endpoint(vi);
-    return ep && ep->up && (ep->me->waiter.load(std::memory_order_acquire) & 1);
+    return ep && ep->up && (ep->me->waiter.load(std::memory_order_acquire) & 3);
 }
 
-void ring_peer(Vi *vi, Endpoint *ep) {
+void ring_peer(Vi *vi, Endpoint *ep, unsigned what) {
     uint64_t one = 1;
     if (ep->force_doorbell) {
         int saved = errno;
@@ -39,8 +57,9 @@ void ring_peer(Vi *vi, Endpoint *ep) {
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);
     uint64_t w = ep->peer->waiter.load(std::memory_order_relaxed);
-    while (w & 1) {
-        if (ep->peer->waiter.compare_exchange_weak(w, w & ~1ull, std::memory_order_seq_cst)) {
+    // One ring wakes the sleeper whatever it armed for; it arms again if it sleeps again.
+    while (w & what) {
+        if (ep->peer->waiter.compare_exchange_weak(w, w & ~3ull, std::memory_order_seq_cst)) {
             int saved = errno;
             ssize_t n = write(ep->peer_efd, &one, sizeof one);
             (void)n;

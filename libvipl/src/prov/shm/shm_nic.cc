@@ -46,14 +46,36 @@ bool matches(const char *device) {
 }
 
 const NicOps kNicOps = {
-    sizeof(NicOps), nic_open,     nic_close,      ns_by_name,     ns_by_addr,
-    autodiscovery,  connect_wait, connect_accept, connect_reject, conn_free,
+    .size = sizeof(NicOps),
+    .open = nic_open,
+    .close = nic_close,
+    .ns_by_name = ns_by_name,
+    .ns_by_addr = ns_by_addr,
+    .autodiscovery = autodiscovery,
+    .connect_wait = connect_wait,
+    .connect_accept = connect_accept,
+    .connect_reject = connect_reject,
+    .conn_free = conn_free,
 };
 
 const ViOps kViOps = {
-    sizeof(ViOps), vi_create, vi_destroy, connect_request, peer_request, peer_progress,
-    disconnect,    post_send, post_recv,  progress,        pending,      arm,
-    armed,         wait_fds,  check_peer, exchange_cpu,
+    .size = sizeof(ViOps),
+    .create = vi_create,
+    .destroy = vi_destroy,
+    .connect_request = connect_request,
+    .peer_request = peer_request,
+    .peer_progress = peer_progress,
+    .disconnect = disconnect,
+    .post_send = post_send,
+    .post_recv = post_recv,
+    .progress = progress,
+    .pending = pending,
+    .arm = arm,
+    .disarm = disarm,
+    .armed = armed,
+    .wait_fds = wait_fds,
+    .check_peer = check_peer,
+    .exchange_cpu = exchange_cpu,
 };
 
 } // namespace

@@ -238,6 +238,7 @@ void progress_in(Vi *vi, Endpoint *ep) {
         if (r->seq.load(std::memory_order_acquire) != seq_of(pos)) break;
         uint64_t size = record_size(ep, r, pos);
         Step st = size ? handle(vi, ep, r, pos) : Step::failed;
+        ep->stalled = st == Step::stall;
         if (st == Step::stall) break;
         if (st == Step::failed) {
             if (ep->up) break_connection(vi, ep, VIP_ERROR_CATASTROPHIC, VIP_ERROR_CONN_LOST, pos);
@@ -247,7 +248,9 @@ void progress_in(Vi *vi, Endpoint *ep) {
     }
     if (!ep->up) return;
     if (ep->consumed != start) ep->me->consumed.store(ep->consumed, std::memory_order_release);
-    if (ep->consumed != start || ep->produced != produced_before) ring_peer(vi, ep);
+    unsigned what = (ep->consumed != start ? unsigned(kWakeSend) : 0u) |
+                    (ep->produced != produced_before ? unsigned(kWakeRecv) : 0u);
+    if (what) ring_peer(vi, ep, what);
 }
 
 void peer_gone(Vi *vi, Endpoint *ep) {
@@ -304,7 +307,7 @@ void progress(Vi *vi) {
         uint64_t produced = ep->produced;
         push_sends(vi, ep);
         if (!ep->up) return;
-        if (ep->produced != produced) ring_peer(vi, ep);
+        if (ep->produced != produced) ring_peer(vi, ep, kWakeRecv);
     }
     if (ep->peer->state.load(std::memory_order_acquire) != kEndUp || peer_hung_up(vi, ep, false))
         peer_gone(vi, ep);

@@ -294,7 +294,7 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
         complete_acked(vi, ep);
         push_sends(vi, ep);
     }
-    if (ep->up) ring_peer(vi, ep);
+    if (ep->up) ring_peer(vi, ep, kWakeRecv);
     return VIP_SUCCESS;
 }
 
