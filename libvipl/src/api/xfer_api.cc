@@ -52,8 +52,8 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
         return VIP_DESCRIPTOR_ERROR;
     }
     WorkQueue &q = recv ? vi->rq : vi->sq;
-    if (q.size() >= vi->nic->attrs.MaxDescriptorsPerQueue ||
-        !q.grow(vi->nic->attrs.MaxDescriptorsPerQueue))
+    uint32_t limit = static_cast<uint32_t>(vi->nic->attrs.MaxDescriptorsPerQueue);
+    if (q.size() >= limit || (q.size() >= q.ring.size() && !q.grow(limit)))
         return VIP_ERROR_RESOURCE;
     d->CS.Status = 0;
     WqEntry &e = q.at(q.tail);
@@ -65,6 +65,11 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     e.op = pd.op;
     e.p0 = e.p1 = e.p2 = 0;
     record_regions(e, d, mh, pd.op);
+    if (recv) {
+        e.capacity = pd.length;
+        e.nseg = pd.nseg <= 2 ? pd.nseg : kNotCached;
+        for (uint32_t i = 0; i < pd.nseg && i < 2; ++i) e.seg[i] = {segs[i].addr, segs[i].len};
+    }
     ++q.tail;
     const ViOps *ops = vi->nic->ops->vi;
     if (recv) {

@@ -139,7 +139,15 @@ struct WqEntry {
     uint32_t regions[3];    // regions it uses (for deregistration), ~0u = none
     uint32_t more_segments; // segments beyond those recorded in regions[]
     uint64_t p0, p1, p2;    // provider's bookkeeping
+    // Receives: the segments as checked at post (up to two), so delivery
+    // neither parses the descriptor again nor follows later changes to it.
+    uint32_t nseg; // kNotCached: more than two, parse at delivery
+    uint64_t capacity;
+    struct {
+        uint64_t addr, len;
+    } seg[2];
 };
+constexpr uint32_t kNotCached = ~0u;
 
 // FIFO of descriptors.  [head, visible) completed and written back;
 // [visible, tail) outstanding.  `cursor` is the provider's own position.

@@ -5,6 +5,7 @@
 #include "core/log.h"
 #include "core/notify.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unistd.h>
@@ -14,6 +15,7 @@ namespace vipl {
 bool WorkQueue::grow(uint32_t limit) {
     size_t cap = ring.empty() ? 16 : ring.size() * 2;
     if (size() >= limit) return false;
+    if (cap > limit) cap = std::max<size_t>(size() + 1, 16);
     if (!ring.empty() && size() < ring.size()) return true;
     std::vector<WqEntry> bigger(cap);
     for (uint64_t i = head; i < tail; ++i) bigger[i & (cap - 1)] = at(i);

@@ -177,6 +177,7 @@ struct Endpoint {
     uint32_t get_align = 1;
     bool force_doorbell = false;
     uint64_t next_liveness = 0;
+    uint32_t progress_calls = 0;
     uint64_t waiter_epoch = 0;
     // Receive side: a fragmented message in progress.
     enum class Frag { none, filling, dropping } frag = Frag::none;

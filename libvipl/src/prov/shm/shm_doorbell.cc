@@ -12,11 +12,17 @@
 
 namespace vipl::shm {
 
+// The peer's spin loop reads this line: write it only when the value changes.
+static void publish_cpu(Endpoint *ep, int cpu) {
+    if (ep->me->cpu.load(std::memory_order_relaxed) != cpu)
+        ep->me->cpu.store(cpu, std::memory_order_relaxed);
+}
+
 void arm(Vi *vi, unsigned what) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return;
     // Where we sleep tells a spinning peer on the same CPU not to spin.
-    ep->me->cpu.store(sched_getcpu(), std::memory_order_relaxed);
+    publish_cpu(ep, sched_getcpu());
     // Outgoing work blocked on ring space needs the peer's consumption,
     // whatever the sleeper itself waits for.
     if (vi->sq.cursor != vi->sq.tail || ep->stalled) what |= kWakeSend;
@@ -80,7 +86,7 @@ int wait_fds(Vi *vi, pollfd *fds, int max) {
 int exchange_cpu(Vi *vi, int my_cpu) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return -1;
-    ep->me->cpu.store(my_cpu, std::memory_order_relaxed);
+    publish_cpu(ep, my_cpu);
     return ep->peer->cpu.load(std::memory_order_relaxed);
 }
 

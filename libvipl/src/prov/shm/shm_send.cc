@@ -213,20 +213,12 @@ RecHdr *ring_record(Endpoint *ep, uint64_t pos) {
     return reinterpret_cast<RecHdr *>(ep->out + (pos & ep->mask));
 }
 
-// Before a record is published, the line where the next one will start gets a
-// sequence word that cannot match: otherwise bytes left there by an older
-// record's payload could pass for a record one lap later.
-static void invalidate_next(Endpoint *ep, uint64_t next) {
-    ring_record(ep, next)->seq.store(~seq_of(next), std::memory_order_relaxed);
-}
-
 uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
     bytes = round_line(bytes);
     uint64_t pos = ep->produced;
     uint64_t off = pos & ep->mask;
     uint64_t pad = off + bytes > ep->ring_size ? ep->ring_size - off : 0;
-    // One line more than the record: the line invalidate_next() writes must be free.
-    uint64_t need = pad + bytes + kLine;
+    uint64_t need = pad + bytes;
     if (pos + need - ep->peer_consumed > ep->ring_size) {
         ep->peer_consumed = ep->peer->consumed.load(std::memory_order_acquire);
         if (pos + need - ep->peer_consumed > ep->ring_size) return kNone;
@@ -237,7 +229,6 @@ uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
         r->flags = 0;
         r->len = static_cast<uint32_t>(pad);
         r->imm = 0;
-        invalidate_next(ep, pos + pad);
         r->seq.store(seq_of(pos), std::memory_order_release);
         pos += pad;
         ep->produced = pos;
@@ -252,10 +243,8 @@ void ring_publish(Endpoint *ep, uint64_t pos, uint64_t bytes, uint16_t type, uin
     r->flags = flags;
     r->len = len;
     r->imm = imm;
-    uint64_t end = pos + round_line(bytes);
-    invalidate_next(ep, end);
     r->seq.store(seq_of(pos), std::memory_order_release);
-    ep->produced = end;
+    ep->produced = pos + round_line(bytes);
 }
 
 void push_sends(Vi *vi, Endpoint *ep) {
