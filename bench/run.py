@@ -256,7 +256,7 @@ class Runner:
             self.add("latency_mean", "fi_pingpong", placement, size, value, "us", n)
 
     # --------------------------------------------------------- Table 5
-    def postcost(self, transport, force):
+    def postcost(self, transport, force, peer="spin"):
         path = self.binary("bench-vipl-postcost")
         if not path:
             self.fail("post_cost", transport, "cross", "bench-vipl-postcost was not built")
@@ -264,7 +264,7 @@ class Runner:
         env = {"VIPL_FORCE_DOORBELL": force, "VIPL_SPIN_US": SPIN_US}
         try:
             out = self.run([path, "--cpus", "0,1", "--batch", "32", "--batches", "4000",
-                            "--timeout", str(TIMEOUT_S)], env, TIMEOUT_S + 10)
+                            "--peer", peer, "--timeout", str(TIMEOUT_S)], env, TIMEOUT_S + 10)
         except Failure as e:
             self.fail("post_cost", transport, "cross", str(e))
             return
@@ -302,8 +302,10 @@ class Runner:
             self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
             self.ucx("bw", placement)
             self.own_bw("fabric", placement, "bench-fabric")
-        self.postcost("vipl-spin", "0")
-        self.postcost("vipl-forced-doorbell", "1")
+        self.postcost("vipl-spin", "0", "spin")
+        self.postcost("vipl-busy", "0", "busy")
+        self.postcost("vipl-asleep", "0", "asleep")
+        self.postcost("vipl-forced-doorbell", "1", "spin")
 
     def main(self):
         os.makedirs(self.out, exist_ok=True)

@@ -38,14 +38,13 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     if (!vi) return VIP_INVALID_PARAMETER;
     VIP_RETURN rc = check_location(vi, d, mh);
     if (rc != VIP_SUCCESS) return rc;
-    Segment segs[256];
-    uint32_t max_segs = vi->nic->attrs.MaxSegmentsPerDesc;
+    SegmentBuffer segs(segment_room(vi, d));
     std::lock_guard<Mutex> g(vi->lock);
     if (!ViTable::still(vi, h)) return VIP_INVALID_PARAMETER;
     int state = vi->state.load(std::memory_order_relaxed);
     if (recv ? state == VIP_STATE_ERROR : state != VIP_STATE_CONNECTED) return VIP_INVALID_STATE;
     PostedDesc pd;
-    uint32_t err = parse_descriptor(vi, d, recv, pd, segs, max_segs);
+    uint32_t err = parse_descriptor(vi, d, recv, pd, segs.get(), segs.capacity());
     if (err) {
         __atomic_store_n(&d->CS.Status, VIP_STATUS_DONE | err | status_op_bits(pd.op, recv),
                          __ATOMIC_RELEASE);
@@ -68,7 +67,8 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     if (recv) {
         e.capacity = pd.length;
         e.nseg = pd.nseg <= 2 ? pd.nseg : kNotCached;
-        for (uint32_t i = 0; i < pd.nseg && i < 2; ++i) e.seg[i] = {segs[i].addr, segs[i].len};
+        for (uint32_t i = 0; i < pd.nseg && i < 2; ++i)
+            e.seg[i] = {pd.segs[i].addr, pd.segs[i].len};
     }
     ++q.tail;
     const ViOps *ops = vi->nic->ops->vi;

@@ -23,22 +23,6 @@ bool WorkQueue::grow(uint32_t limit) {
     return true;
 }
 
-bool is_recv_queue(const Vi *vi, const WorkQueue &q) {
-    return &q == &vi->rq;
-}
-
-uint32_t status_op_bits(uint16_t op, bool recv) {
-    if (recv) return VIP_STATUS_OP_RECEIVE;
-    switch (op) {
-    case VIP_CONTROL_OP_RDMAWRITE:
-        return VIP_STATUS_OP_RDMA_WRITE;
-    case VIP_CONTROL_OP_RDMAREAD:
-        return VIP_STATUS_OP_RDMA_READ;
-    default:
-        return VIP_STATUS_OP_SEND;
-    }
-}
-
 void wq_complete(Vi *vi, WorkQueue &q, WqEntry &e, uint32_t status, uint32_t length) {
     e.status = status | VIP_STATUS_DONE;
     e.length = length;

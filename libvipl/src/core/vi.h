@@ -5,6 +5,8 @@
 #include "core/objects.h"
 #include "prov/provider.h"
 
+#include <memory>
+
 namespace vipl {
 
 // ------------------------------------------------------------ completions
@@ -17,7 +19,9 @@ void wq_advance(Vi *vi, WorkQueue &q);
 // Completes every outstanding entry of q with an error: `started_status` for
 // entries the transport had begun, VIP_STATUS_DESC_FLUSHED_ERROR for the rest.
 void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status);
-bool is_recv_queue(const Vi *vi, const WorkQueue &q);
+inline bool is_recv_queue(const Vi *vi, const WorkQueue &q) {
+    return &q == &vi->rq;
+}
 
 // ------------------------------------------------------------ VI state
 
@@ -47,6 +51,34 @@ uint32_t recv_segments(Vi *vi, VIP_DESCRIPTOR *desc, Segment *segs, uint32_t max
                        uint32_t *nseg, uint64_t *capacity);
 
 // Status word op bits for a descriptor op.
-uint32_t status_op_bits(uint16_t op, bool recv);
+inline uint32_t status_op_bits(uint16_t op, bool recv) {
+    if (recv) return VIP_STATUS_OP_RECEIVE;
+    if (op == VIP_CONTROL_OP_RDMAWRITE) return VIP_STATUS_OP_RDMA_WRITE;
+    if (op == VIP_CONTROL_OP_RDMAREAD) return VIP_STATUS_OP_RDMA_READ;
+    return VIP_STATUS_OP_SEND;
+}
+
+// Room for a descriptor's segments: inline for the usual few, on the heap
+// beyond (a 4 KiB array on every post costs stack probes).
+class SegmentBuffer {
+public:
+    explicit SegmentBuffer(uint32_t n)
+        : capacity_(n), p_(n <= kInline ? inline_ : (big_ = std::make_unique<Segment[]>(n)).get()) {
+    }
+    Segment *get() { return p_; }
+    uint32_t capacity() const { return capacity_; }
+
+private:
+    static constexpr uint32_t kInline = 4;
+    uint32_t capacity_;
+    Segment inline_[kInline];
+    std::unique_ptr<Segment[]> big_;
+    Segment *p_;
+};
+// Segments a descriptor may need: its SegCount, bounded by the NIC's limit.
+inline uint32_t segment_room(const Vi *vi, const VIP_DESCRIPTOR *d) {
+    uint32_t n = d->CS.SegCount, max = static_cast<uint32_t>(vi->nic->attrs.MaxSegmentsPerDesc);
+    return n < max ? n : max;
+}
 
 } // namespace vipl

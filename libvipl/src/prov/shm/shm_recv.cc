@@ -82,7 +82,8 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         return Step::failed;
     }
     WqEntry &e = q.at(q.cursor);
-    Segment segs[256];
+    SegmentBuffer buf(e.nseg != kNotCached ? e.nseg : segment_room(vi, e.desc));
+    Segment *segs = buf.get();
     uint32_t nseg;
     uint64_t capacity;
     uint32_t err = 0;
@@ -91,7 +92,7 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         capacity = e.capacity;
         for (uint32_t i = 0; i < nseg; ++i) segs[i] = Segment{e.seg[i].addr, e.seg[i].len};
     } else {
-        err = recv_segments(vi, e.desc, segs, vi->nic->attrs.MaxSegmentsPerDesc, &nseg, &capacity);
+        err = recv_segments(vi, e.desc, segs, buf.capacity(), &nseg, &capacity);
     }
     uint64_t total = r->len;
     const uint8_t *payload = reinterpret_cast<const uint8_t *>(r + 1);
