@@ -212,12 +212,25 @@ typedef struct {
     VIP_PROTECTION_HANDLE Ptag;
     VIP_BOOLEAN EnableRdmaWrite; /* remote RDMA writes may target this VI */
     VIP_BOOLEAN EnableRdmaRead;  /* remote RDMA reads may target this VI */
+    /*
+     * Extension (zero keeps VIPL 1.0 behaviour): the VI is shared with the
+     * children this process forks after the VI is created (or connected);
+     * see <vipl_ext.h>.
+     */
+    VIP_BOOLEAN Shareable;
 } VIP_VI_ATTRIBUTES;
 
 typedef struct _VIP_MEM_ATTRIBUTES {
     VIP_PROTECTION_HANDLE Ptag;
     VIP_BOOLEAN EnableRdmaWrite; /* remote RDMA writes may land in this region */
     VIP_BOOLEAN EnableRdmaRead;  /* remote RDMA reads may read this region */
+    /*
+     * Extension (zero keeps VIPL 1.0 behaviour): the region may hold the
+     * descriptors and buffers of shareable VIs.  It must be memory shared
+     * with fork children (MAP_SHARED, memfd, shm), else VipRegisterMem
+     * returns VIP_INVALID_PARAMETER.
+     */
+    VIP_BOOLEAN Shareable;
 } VIP_MEM_ATTRIBUTES;
 
 /* ------------------------------------------------------ asynchronous errors */

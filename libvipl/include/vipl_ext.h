@@ -30,6 +30,64 @@ extern "C" {
  */
 #define VIP_ERROR_REENTERED ((VIP_RETURN)18)
 
+/* ------------------------------------------------------ the process model */
+
+/*
+ * fork() and exec().  Without the Shareable extension a child inherits
+ * nothing: every handle of the parent is refused in the child with
+ * VIP_INVALID_PARAMETER and does nothing there; the child holds none of the
+ * parent's descriptors or connection memory (closed and unmapped in the fork
+ * handler), so the parent's connections neither depend on the child nor end
+ * when it exits.  The child may open its own NIC.  After exec() nothing of
+ * VIPL survives: every descriptor is close-on-exec and mappings go with the
+ * old image.
+ *
+ * Shareable VIs.  A VI created with VIP_VI_ATTRIBUTES.Shareable set, its
+ * shareable CQs (VipCreateCQEx with VIP_CQ_SHAREABLE) and memory registered
+ * with VIP_MEM_ATTRIBUTES.Shareable are shared with the children the process
+ * forks afterwards: parent and children may all post sends and receives and
+ * take completions, concurrently; each completion goes to exactly one caller.
+ * Rules:
+ *  - a shareable VI's descriptors and buffers must be in shareable regions,
+ *    and its CQs must be shareable (VIP_INVALID_PARAMETER otherwise);
+ *  - a shareable VI is shared with the children forked after it was
+ *    connected: connecting it makes the connecting process its only holder
+ *    until it forks again (other processes get VIP_INVALID_PARAMETER);
+ *  - VipDestroyVi / VipDestroyCQ in one holder only drops that process's
+ *    reference while other holders live; the last holder destroys (and the
+ *    usual state rules apply to it).  The connection lives until the last
+ *    holder destroys the VI or exits; the peer sees it end then;
+ *  - a holder killed while inside the library (holding the VI's lock, half
+ *    way through a post) does not wedge the others: the VI goes to the Error
+ *    state with VIP_ERROR_CATASTROPHIC, which every holder sees, and the peer
+ *    sees the connection end;
+ *  - at most 64 processes hold an object at once; a child beyond that does
+ *    not become a holder.
+ *
+ * Threads.  Every function may be called from any thread at any time.  The
+ * library starts no thread until a Notify handler or an error callback is
+ * registered; then exactly one (named "vipl-notify"), which runs those
+ * handlers and blocks every signal for itself only.
+ *
+ * Signals.  VIPL functions are async-signal-unsafe.  A blocking call
+ * returns VIP_INTERRUPTED when a signal handler ran while it slept; a VIPL
+ * call made from a handler that interrupted a VIPL call on the same thread
+ * returns VIP_ERROR_REENTERED at once.  The library installs no handler,
+ * blocks no signal in the program's threads and sends none (SIGURG, SIGUSR1,
+ * SIGUSR2, SIGPWR are the program's).
+ */
+
+/* VipCreateCQEx flags. */
+#define VIP_CQ_SHAREABLE 0x1u
+
+/*
+ * VipCreateCQ with flags: VIP_CQ_SHAREABLE makes a CQ that shareable VIs
+ * can use, shared with fork children like them.  Returns as VipCreateCQ,
+ * and VIP_INVALID_PARAMETER for unknown flags.
+ */
+VIP_RETURN VipCreateCQEx(IN VIP_NIC_HANDLE NicHandle, IN VIP_ULONG EntryCount, IN VIP_ULONG Flags,
+                         OUT VIP_CQ_HANDLE *CQHandle);
+
 /* Name of a return code ("VIP_SUCCESS"...), or "VIP_UNKNOWN". Never NULL. */
 const char *VipReturnString(VIP_RETURN Code);
 

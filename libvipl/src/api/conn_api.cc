@@ -19,8 +19,8 @@ static bool begin_connect(Vi *vi) {
 }
 
 static VIP_RETURN end_connect(Vi *vi, const void *handle, VIP_RETURN rc) {
-    std::lock_guard<Mutex> g(vi->lock);
-    if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
+    ViGuard g(vi);
+    if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
     if (rc == VIP_SUCCESS) {
         vi_connected_locked(vi);
     } else if (rc != VIP_NOT_DONE) {
@@ -41,17 +41,17 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, 
         if (!nic || !valid_address(nic, LocalAddr) || !RemoteAddr || !RemoteViAttribs ||
             !ConnHandle)
             return VIP_INVALID_PARAMETER;
-        ConnReq *req = conns().alloc(UINT32_MAX);
+        ConnReq *req = conns().create(UINT32_MAX, false);
         if (!req) return VIP_ERROR_RESOURCE;
         req->nic = nic;
         req->prov = nullptr;
         VIP_RETURN rc = nic->ops->nic->connect_wait(nic, LocalAddr, deadline_after_ms(Timeout), req,
                                                     RemoteAddr, RemoteViAttribs);
         if (rc != VIP_SUCCESS) {
-            conns().release(req);
+            conns().release(req, true);
             return rc;
         }
-        *ConnHandle = ConnTable::handle_of(req);
+        *ConnHandle = conns().handle_of(req);
         return VIP_SUCCESS;
     });
 }
@@ -67,9 +67,9 @@ VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ConnHandle, VIP_VI_HANDLE ViHandle) 
         // A refused match (attributes) leaves the request for another try.
         bool keep = rc == VIP_INVALID_RELIABILITY_LEVEL || rc == VIP_INVALID_MTU ||
                     rc == VIP_INVALID_RDMAREAD || rc == VIP_INVALID_PARAMETER;
-        if (!keep && ConnTable::still(req, ConnHandle)) {
+        if (!keep && conns().still(req, ConnHandle)) {
             req->nic->ops->nic->conn_free(req);
-            conns().release(req);
+            conns().release(req, true);
         }
         return rc;
     });
@@ -81,7 +81,7 @@ VIP_RETURN VipConnectReject(VIP_CONN_HANDLE ConnHandle) {
         if (!req) return VIP_INVALID_PARAMETER;
         VIP_RETURN rc = req->nic->ops->nic->connect_reject(req);
         req->nic->ops->nic->conn_free(req);
-        conns().release(req);
+        conns().release(req, true);
         return rc;
     });
 }
@@ -105,8 +105,8 @@ VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle) {
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
         if (!vi) return VIP_INVALID_PARAMETER;
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (vi->state.load() == VIP_STATE_IDLE) return VIP_INVALID_STATE;
         vi_disconnect_locked(vi);
         return VIP_SUCCESS;
@@ -123,7 +123,7 @@ VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalA
         VIP_RETURN rc =
             vi->nic->ops->vi->peer_request(vi, LocalAddr, RemoteAddr, deadline_after_ms(Timeout));
         if (rc == VIP_SUCCESS) {
-            std::lock_guard<Mutex> g(vi->lock);
+            ViGuard g(vi);
             vi->peer_pending = true;
             return VIP_SUCCESS;
         }
@@ -138,8 +138,8 @@ static VIP_RETURN peer_step(Vi *vi, const void *handle, VIP_VI_ATTRIBUTES *attrs
         uint64_t deadline = kNoDeadline;
         VIP_RETURN rc;
         {
-            std::lock_guard<Mutex> g(vi->lock);
-            if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
+            ViGuard g(vi);
+            if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
             if (!vi->peer_pending) {
                 if (vi->state.load() == VIP_STATE_CONNECTED) return VIP_SUCCESS;
                 return VIP_INVALID_STATE;

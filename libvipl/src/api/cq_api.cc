@@ -10,17 +10,24 @@ namespace vipl {
 extern "C" {
 
 VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HANDLE *CQHandle) {
+    return VipCreateCQEx(NicHandle, EntryCount, 0, CQHandle);
+}
+
+VIP_RETURN VipCreateCQEx(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_ULONG Flags,
+                         VIP_CQ_HANDLE *CQHandle) {
     return api_call([&] {
         Nic *nic = find_nic(NicHandle);
-        if (!nic || !CQHandle || EntryCount == 0 || EntryCount > nic->attrs.MaxCQEntries)
+        if (!nic || !CQHandle || EntryCount == 0 || EntryCount > nic->attrs.MaxCQEntries ||
+            (Flags & ~VIP_ULONG(VIP_CQ_SHAREABLE)))
             return VIP_INVALID_PARAMETER;
         std::lock_guard<Mutex> g(nic->lock);
         if (nic->cqs.size() >= nic->attrs.MaxCQ) return VIP_ERROR_RESOURCE;
         Cq *cq;
-        VIP_RETURN rc = cq_create(nic, static_cast<uint32_t>(EntryCount), &cq);
+        VIP_RETURN rc =
+            cq_create(nic, static_cast<uint32_t>(EntryCount), Flags & VIP_CQ_SHAREABLE, &cq);
         if (rc != VIP_SUCCESS) return rc;
         nic->cqs.push_back(cq);
-        *CQHandle = CqTable::handle_of(cq);
+        *CQHandle = cqs().handle_of(cq);
         return VIP_SUCCESS;
     });
 }
@@ -40,7 +47,7 @@ VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount) {
             return VIP_INVALID_PARAMETER;
         {
             std::lock_guard<Mutex> g(cq->lock);
-            if (!CqTable::still(cq, CQHandle)) return VIP_INVALID_PARAMETER;
+            if (!cqs().still(cq, CQHandle)) return VIP_INVALID_PARAMETER;
             if (cq->tail - cq->head > EntryCount) return VIP_INVALID_STATE;
             cq->capacity = static_cast<uint32_t>(EntryCount);
         }
@@ -75,7 +82,7 @@ VIP_RETURN VipCQNotify(VIP_CQ_HANDLE CQHandle, VIP_PVOID Context,
         if (rc != VIP_SUCCESS) return rc;
         {
             std::lock_guard<Mutex> g(cq->lock);
-            if (!CqTable::still(cq, CQHandle)) return VIP_INVALID_PARAMETER;
+            if (!cqs().still(cq, CQHandle)) return VIP_INVALID_PARAMETER;
             cq->notify = Handler;
             cq->notify_context = Context;
         }

@@ -3,6 +3,7 @@
 #include "core/config.h"
 #include "core/cq.h"
 #include "core/fds.h"
+#include "core/lifecycle.h"
 #include "core/log.h"
 #include "core/vi.h"
 #include "core/wait.h"
@@ -44,9 +45,9 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
         if (!vi || !Fd) return VIP_INVALID_PARAMETER;
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
-        if (vi->user_fd < 0) {
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        if (vis().local(vi).user_fd < 0) {
             int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
             if (ep < 0) {
                 VIPL_LOG(error, "VipGetViWaitFd: epoll_create1: %s", strerror(errno));
@@ -61,7 +62,7 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
                 ev.events = EPOLLIN | EPOLLRDHUP;
                 epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
             }
-            vi->user_fd = ep;
+            vis().local(vi).user_fd = ep;
         }
         vi->fd_mode.store(true);
         // Make the fd truthful from now on: readable if something is already there.
@@ -72,7 +73,7 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
             vi->kicked.store(false);
             vi_wake(vi);
         }
-        *Fd = vi->user_fd;
+        *Fd = vis().local(vi).user_fd;
         return VIP_SUCCESS;
     });
 }
@@ -92,8 +93,8 @@ VIP_RETURN VipQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_VI_COUNTERS *Counters)
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
         if (!vi || !Counters) return VIP_INVALID_PARAMETER;
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         *Counters = vi->counters;
         return VIP_SUCCESS;
     });

@@ -7,6 +7,7 @@
 #include "prov/provider.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -59,7 +60,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle) {
             VIPL_INFO("VipOpenNic: no provider opens device \"%s\"", DeviceName);
             return VIP_INVALID_PARAMETER;
         }
-        Nic *nic = nics().alloc(UINT32_MAX);
+        Nic *nic = nics().create(UINT32_MAX, false);
         if (!nic) return VIP_ERROR_RESOURCE;
         nic->ops = ops;
         nic->prov = nullptr;
@@ -72,16 +73,16 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle) {
         memset(nic->address, 0, sizeof nic->address);
         default_attributes(nic);
         if (!nic->regions.init(config().max_regions)) {
-            nics().release(nic);
+            nics().release(nic, true);
             return VIP_ERROR_RESOURCE;
         }
         VIP_RETURN rc = ops->nic->open(nic, DeviceName);
         if (rc != VIP_SUCCESS) {
             nic->regions.destroy();
-            nics().release(nic);
+            nics().release(nic, true);
             return rc;
         }
-        *NicHandle = NicTable::handle_of(nic);
+        *NicHandle = nics().handle_of(nic);
         return VIP_SUCCESS;
     });
 }
@@ -110,12 +111,12 @@ VIP_RETURN VipCreatePtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE *Ptag) 
         if (!nic || !Ptag) return VIP_INVALID_PARAMETER;
         std::lock_guard<Mutex> g(nic->lock);
         if (nic->ptags >= nic->attrs.MaxPtags) return VIP_ERROR_RESOURCE;
-        vipl::Ptag *p = ptags().alloc(UINT32_MAX);
+        vipl::Ptag *p = ptags().create(UINT32_MAX, false);
         if (!p) return VIP_ERROR_RESOURCE;
         p->nic = nic;
         p->users = 0;
         ++nic->ptags;
-        *Ptag = PtagTable::handle_of(p);
+        *Ptag = ptags().handle_of(p);
         return VIP_SUCCESS;
     });
 }
@@ -129,14 +130,34 @@ VIP_RETURN VipDestroyPtag(VIP_NIC_HANDLE NicHandle, VIP_PROTECTION_HANDLE Ptag) 
         if (!p) return VIP_INVALID_PARAMETER;
         if (p->users.load() > 0) return VIP_INVALID_STATE;
         --nic->ptags;
-        ptags().release(p);
+        ptags().release(p, true);
         return VIP_SUCCESS;
     });
 }
 
 static uint32_t region_flags(const VIP_MEM_ATTRIBUTES &a) {
     return (a.EnableRdmaWrite ? uint32_t(kRegionRdmaWrite) : 0u) |
-           (a.EnableRdmaRead ? uint32_t(kRegionRdmaRead) : 0u);
+           (a.EnableRdmaRead ? uint32_t(kRegionRdmaRead) : 0u) |
+           (a.Shareable ? uint32_t(kRegionShareable) : 0u);
+}
+
+// Whether every byte of [addr, addr+len) is in a MAP_SHARED mapping, which a
+// fork child shares instead of copying.
+static bool shared_mapping(uint64_t addr, uint64_t len) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return false;
+    uint64_t at = addr, end = addr + len;
+    char line[512];
+    while (at < end && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+        if (hi <= at || lo > at) continue;
+        if (perms[3] != 's') break;
+        at = hi;
+    }
+    fclose(f);
+    return at >= end;
 }
 
 VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_ULONG Length,
@@ -159,6 +180,13 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
             VIPL_INFO("VipRegisterMem: [%p, +%lu) is not mapped", VirtualAddress, Length);
             return VIP_INVALID_PARAMETER;
         }
+        if (MemAttribs->Shareable && !shared_mapping(addr, Length)) {
+            VIPL_WARN("VipRegisterMem: shareable memory [%p, +%lu) is not a shared mapping "
+                      "(MAP_SHARED, memfd, shm): a fork child would get a copy",
+                      VirtualAddress, Length);
+            return VIP_INVALID_PARAMETER;
+        }
+        if (MemAttribs->Shareable) nic->regions.share_with_children();
         VIP_RETURN rc =
             nic->regions.add(addr, Length, p->id(), region_flags(*MemAttribs), MemHandle);
         if (rc == VIP_SUCCESS) p->users.fetch_add(1);
@@ -198,7 +226,7 @@ VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
         uint32_t ri = region_index(MemHandle);
         bool used = false;
         for (Vi *vi : nic->vis) {
-            std::lock_guard<Mutex> vg(vi->lock);
+            ViGuard vg(vi);
             if (queue_uses(vi, vi->sq, ri) || queue_uses(vi, vi->rq, ri)) {
                 used = true;
                 break;
@@ -231,9 +259,10 @@ VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_M
         if (!e) return VIP_INVALID_PARAMETER;
         vipl::Ptag *p = ptags().at_index(e->ptag - 1);
         uint32_t flags = e->flags.load();
-        MemAttribs->Ptag = p ? PtagTable::handle_of(p) : nullptr;
+        MemAttribs->Ptag = p ? ptags().handle_of(p) : nullptr;
         MemAttribs->EnableRdmaWrite = (flags & kRegionRdmaWrite) ? VIP_TRUE : VIP_FALSE;
         MemAttribs->EnableRdmaRead = (flags & kRegionRdmaRead) ? VIP_TRUE : VIP_FALSE;
+        MemAttribs->Shareable = (flags & kRegionShareable) ? VIP_TRUE : VIP_FALSE;
         return VIP_SUCCESS;
     });
 }
@@ -248,6 +277,13 @@ VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddres
         if (!e) return VIP_INVALID_PARAMETER;
         vipl::Ptag *p = find_ptag(nic, MemAttribs->Ptag);
         if (!p) return VIP_INVALID_PTAG;
+        if (MemAttribs->Shareable && !(e->flags.load() & kRegionShareable) &&
+            !shared_mapping(e->base, e->length)) {
+            VIPL_WARN("VipSetMemAttributes: [%p, +%lu) is not a shared mapping", VirtualAddress,
+                      static_cast<unsigned long>(e->length));
+            return VIP_INVALID_PARAMETER;
+        }
+        if (MemAttribs->Shareable) nic->regions.share_with_children();
         uint32_t old = e->ptag;
         nic->regions.set(MemHandle, p->id(), region_flags(*MemAttribs));
         if (old != p->id()) {

@@ -49,44 +49,43 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         VIP_RETURN rc = check_attributes(nic, *ViAttribs, &ptag);
         if (rc != VIP_SUCCESS) return rc;
         if (nic->vis.size() >= nic->attrs.MaxVI) return VIP_ERROR_RESOURCE;
-        Vi *vi = vis().alloc(config().max_vi);
+        bool share = ViAttribs->Shareable != VIP_FALSE;
+        // Completions of a shareable VI reach its CQs from any holder.
+        if ((scq && scq->shareable != share) || (rcq && rcq->shareable != share)) {
+            VIPL_INFO("VipCreateVi: a %s VI needs %s CQs", share ? "shareable" : "private",
+                      share ? "shareable" : "private");
+            return VIP_INVALID_PARAMETER;
+        }
+        Vi *vi = vis().create(config().max_vi, share);
         if (!vi) return VIP_ERROR_RESOURCE;
+        if (share) {
+            vi->lock.make_robust();
+            nic->regions.share_with_children();
+        }
         vi->nic = nic;
-        vi->state.store(VIP_STATE_IDLE);
         vi->attrs = *ViAttribs;
         vi->ptag_id = ptag->id();
-        vi->sq = WorkQueue{};
-        vi->rq = WorkQueue{};
+        vi->sq.shared = vi->rq.shared = share;
         vi->sq.cq = scq;
         vi->rq.cq = rcq;
-        vi->prov = nullptr;
-        vi->user_fd = -1;
-        vi->wait_ep = -1;
-        vi->sleepers = 0;
-        vi->kicked = false;
-        vi->fd_mode = false;
-        vi->watched = false;
-        vi->next_liveness = 0;
-        vi->peer_pending = false;
-        vi->counters = VIP_VI_COUNTERS{};
-        vi->efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+        vi->efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), share);
         if (vi->efd < 0) {
             VIPL_ERROR("VipCreateVi: eventfd: %s", strerror(errno));
-            vis().release(vi);
+            vis().release(vi, true);
             return VIP_ERROR_RESOURCE;
         }
         rc = nic->ops->vi->create(vi);
         if (rc != VIP_SUCCESS) {
             fd_close(vi->efd);
             vi->efd = -1;
-            vis().release(vi);
+            vis().release(vi, true);
             return rc;
         }
         ptag->users.fetch_add(1);
         nic->vis.push_back(vi);
         if (scq) cq_attach(scq, vi);
         if (rcq) cq_attach(rcq, vi);
-        *ViHandle = ViTable::handle_of(vi);
+        *ViHandle = vis().handle_of(vi);
         return VIP_SUCCESS;
     });
 }
@@ -104,8 +103,8 @@ VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIB
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
         if (!vi) return VIP_INVALID_PARAMETER;
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (State) *State = static_cast<VIP_VI_STATE>(vi->state.load());
         if (ViAttribs) *ViAttribs = vi->attrs;
         if (SendQueueEmpty) *SendQueueEmpty = vi->sq.size() == 0;
@@ -120,8 +119,8 @@ VIP_RETURN VipSetViAttributes(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES *ViAttri
         if (!vi || !ViAttribs) return VIP_INVALID_PARAMETER;
         Nic *nic = vi->nic;
         std::lock_guard<Mutex> ng(nic->lock);
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!ViTable::still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (vi->state.load() != VIP_STATE_IDLE) return VIP_INVALID_STATE;
         Ptag *ptag;
         VIP_RETURN rc = check_attributes(nic, *ViAttribs, &ptag);

@@ -1,6 +1,7 @@
 // Posting descriptors and taking completions.
 #include "api/entry.h"
 #include "core/clock.h"
+#include "core/lifecycle.h"
 #include "core/notify.h"
 #include "core/vi.h"
 #include "core/wait.h"
@@ -14,10 +15,12 @@ static VIP_RETURN check_location(Vi *vi, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh) {
     uint64_t a = reinterpret_cast<uint64_t>(d);
     if (!d || (a & (VIP_DESCRIPTOR_ALIGNMENT - 1))) return VIP_INVALID_PARAMETER;
     const RegionTable &rt = vi->nic->regions;
-    if (!rt.covers(mh, vi->ptag_id, a, sizeof(VIP_DESCRIPTOR))) return VIP_INVALID_PARAMETER;
+    if (!rt.covers(mh, vi->ptag_id, a, sizeof(VIP_DESCRIPTOR), vi->region_flags()))
+        return VIP_INVALID_PARAMETER;
     uint32_t nseg = d->CS.SegCount;
     if (nseg > 2 && nseg <= vi->nic->attrs.MaxSegmentsPerDesc &&
-        !rt.covers(mh, vi->ptag_id, a, sizeof(VIP_CONTROL_SEGMENT) + 16ull * nseg))
+        !rt.covers(mh, vi->ptag_id, a, sizeof(VIP_CONTROL_SEGMENT) + 16ull * nseg,
+                   vi->region_flags()))
         return VIP_INVALID_PARAMETER;
     return VIP_SUCCESS;
 }
@@ -39,8 +42,8 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     VIP_RETURN rc = check_location(vi, d, mh);
     if (rc != VIP_SUCCESS) return rc;
     SegmentBuffer segs(segment_room(vi, d));
-    std::lock_guard<Mutex> g(vi->lock);
-    if (!ViTable::still(vi, h)) return VIP_INVALID_PARAMETER;
+    ViGuard g(vi);
+    if (!vis().still(vi, h)) return VIP_INVALID_PARAMETER;
     int state = vi->state.load(std::memory_order_relaxed);
     if (recv ? state == VIP_STATE_ERROR : state != VIP_STATE_CONNECTED) return VIP_INVALID_STATE;
     PostedDesc pd;
@@ -52,8 +55,7 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     }
     WorkQueue &q = recv ? vi->rq : vi->sq;
     uint32_t limit = static_cast<uint32_t>(vi->nic->attrs.MaxDescriptorsPerQueue);
-    if (q.size() >= limit || (q.size() >= q.ring.size() && !q.grow(limit)))
-        return VIP_ERROR_RESOURCE;
+    if (q.size() >= limit || (q.size() >= q.cap && !q.grow(limit))) return VIP_ERROR_RESOURCE;
     d->CS.Status = 0;
     WqEntry &e = q.at(q.tail);
     e.desc = d;
@@ -88,8 +90,8 @@ static VIP_RETURN set_notify(VIP_VI_HANDLE h, VIP_PVOID ctx,
     if (!vi || !fn) return VIP_INVALID_PARAMETER;
     VIP_RETURN rc = notifier_start();
     if (rc != VIP_SUCCESS) return rc;
-    std::lock_guard<Mutex> g(vi->lock);
-    if (!ViTable::still(vi, h)) return VIP_INVALID_PARAMETER;
+    ViGuard g(vi);
+    if (!vis().still(vi, h)) return VIP_INVALID_PARAMETER;
     WorkQueue &q = recv ? vi->rq : vi->sq;
     q.notify = fn;
     q.notify_context = ctx;

@@ -62,6 +62,8 @@ const Row kRows[] = {
         "ring the peer's doorbell on every post even when it is awake (for measurements)"),
     ROW("CMA", "1", boolean, cma, 0, 1,
         "use cross-memory attach (process_vm_readv/writev); 0 forces the pipelined copy"),
+    ROW("SHARED_ARENA_MB", "16384", u32, shared_arena_mb, 16, 1u << 20,
+        "address space reserved (not committed) for shareable objects, shared with fork children"),
 };
 #undef ROW
 

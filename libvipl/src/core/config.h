@@ -25,6 +25,7 @@ struct Config {
     uint32_t connect_ack_ms;     // CONNECT_ACK_MS
     bool force_doorbell;         // FORCE_DOORBELL
     bool cma;                    // CMA
+    uint32_t shared_arena_mb;    // SHARED_ARENA_MB
 };
 
 // The configuration of this process; parsed on first use, thread safe.

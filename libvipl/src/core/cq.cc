@@ -1,7 +1,9 @@
 #include "core/cq.h"
-#include "core/fds.h"
+#include "core/lifecycle.h"
 
+#include "core/arena.h"
 #include "core/config.h"
+#include "core/fds.h"
 #include "core/log.h"
 #include "core/vi.h"
 #include "prov/provider.h"
@@ -15,27 +17,18 @@
 
 namespace vipl {
 
-VIP_RETURN cq_create(Nic *nic, uint32_t entries, Cq **out) {
-    Cq *cq = cqs().alloc(config().max_cq);
+VIP_RETURN cq_create(Nic *nic, uint32_t entries, bool shareable, Cq **out) {
+    Cq *cq = cqs().create(config().max_cq, shareable);
     if (!cq) return VIP_ERROR_RESOURCE;
+    if (shareable) cq->lock.make_robust();
     cq->nic = nic;
     cq->capacity = entries;
-    cq->head = cq->tail = 0;
-    cq->members.clear();
-    cq->backlogged.clear();
-    cq->snapshot = std::make_shared<const std::vector<Vi *>>();
-    cq->notify = nullptr;
-    cq->sleepers = 0;
-    cq->kicked = false;
-    cq->fd_mode = false;
-    cq->efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    cq->epfd = fd_track(epoll_create1(EPOLL_CLOEXEC));
-    try {
-        cq->ring.assign(std::min<uint32_t>(entries, 1024), CqEntry{});
-    } catch (...) {
-        cq->ring.clear();
-    }
-    if (cq->efd < 0 || cq->epfd < 0 || cq->ring.empty()) {
+    // A shareable CQ's descriptors stay open in the children that share it.
+    cq->efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), shareable);
+    cq->epfd = fd_track(epoll_create1(EPOLL_CLOEXEC), shareable);
+    cq->ring_cap = std::min<uint32_t>(entries, 64);
+    cq->ring = static_cast<CqEntry *>(object_alloc(sizeof(CqEntry) * cq->ring_cap, shareable));
+    if (cq->efd < 0 || cq->epfd < 0 || !cq->ring) {
         VIPL_ERROR("cannot create a completion queue: %s", strerror(errno));
         cq_destroy(cq);
         return VIP_ERROR_RESOURCE;
@@ -52,9 +45,11 @@ void cq_destroy(Cq *cq) {
     if (cq->efd >= 0) fd_close(cq->efd);
     if (cq->epfd >= 0) fd_close(cq->epfd);
     cq->efd = cq->epfd = -1;
-    std::vector<CqEntry>().swap(cq->ring);
-    cq->snapshot.reset();
-    cqs().release(cq);
+    if (cq->ring) object_free(cq->ring, sizeof(CqEntry) * cq->ring_cap, cq->shareable);
+    if (cq->members) object_free(cq->members, sizeof(Vi *) * cq->members_cap, cq->shareable);
+    cq->ring = nullptr;
+    cq->members = nullptr;
+    cqs().release(cq, true);
 }
 
 bool cq_push(Cq *cq, Vi *vi, bool recv) {
@@ -62,20 +57,26 @@ bool cq_push(Cq *cq, Vi *vi, bool recv) {
         std::lock_guard<Mutex> g(cq->lock);
         uint64_t n = cq->tail - cq->head;
         if (n >= cq->capacity) {
-            if (std::find(cq->backlogged.begin(), cq->backlogged.end(), vi) == cq->backlogged.end())
-                cq->backlogged.push_back(vi);
+            cq->backlog = true;
             return false;
         }
-        if (n >= cq->ring.size()) {
+        if (n >= cq->ring_cap) {
             // Grow lazily: a large CQ costs memory only when it fills.
-            size_t cap = std::min<size_t>(cq->ring.size() * 2, cq->capacity);
-            std::vector<CqEntry> bigger(cap);
+            uint32_t cap = std::min<uint32_t>(cq->ring_cap * 2, cq->capacity);
+            auto *bigger =
+                static_cast<CqEntry *>(object_alloc(sizeof(CqEntry) * cap, cq->shareable));
+            if (!bigger) {
+                cq->backlog = true;
+                return false;
+            }
             for (uint64_t i = cq->head; i < cq->tail; ++i)
-                bigger[i % cap] = cq->ring[i % cq->ring.size()];
-            cq->ring.swap(bigger);
+                bigger[i % cap] = cq->ring[i % cq->ring_cap];
+            object_free(cq->ring, sizeof(CqEntry) * cq->ring_cap, cq->shareable);
+            cq->ring = bigger;
+            cq->ring_cap = cap;
         }
-        cq->ring[cq->tail % cq->ring.size()] =
-            CqEntry{ViTable::handle_of(vi), recv ? VIP_TRUE : VIP_FALSE};
+        cq->ring[cq->tail % cq->ring_cap] =
+            CqEntry{vis().handle_of(vi), recv ? VIP_TRUE : VIP_FALSE};
         ++cq->tail;
     }
     cq_wake(cq);
@@ -87,23 +88,30 @@ bool cq_pop(Cq *cq, CqEntry *out) {
     {
         std::lock_guard<Mutex> g(cq->lock);
         if (cq->head == cq->tail) return false;
-        *out = cq->ring[cq->head % cq->ring.size()];
+        *out = cq->ring[cq->head % cq->ring_cap];
         ++cq->head;
-        backlog = !cq->backlogged.empty();
+        backlog = cq->backlog;
     }
     if (backlog) cq_drain_backlog(cq);
     return true;
 }
 
+void cq_members(Cq *cq, std::vector<Vi *> &out) {
+    std::lock_guard<Mutex> g(cq->lock);
+    out.assign(cq->members, cq->members + cq->nmembers);
+}
+
 void cq_drain_backlog(Cq *cq) {
-    std::vector<Vi *> waiting;
     {
         std::lock_guard<Mutex> g(cq->lock);
-        waiting.swap(cq->backlogged);
+        if (!cq->backlog) return;
+        cq->backlog = false;
     }
-    for (Vi *vi : waiting) {
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!vi->alive()) continue;
+    std::vector<Vi *> members;
+    cq_members(cq, members);
+    for (Vi *vi : members) {
+        ViGuard g(vi);
+        if (!vis().alive(vi)) continue;
         for (WorkQueue *q : {&vi->sq, &vi->rq})
             if (q->cq == cq && q->cq_backlog) {
                 q->cq_backlog = false;
@@ -132,30 +140,36 @@ void cq_drain(Cq *cq) {
     errno = saved;
 }
 
-static void publish_members(Cq *cq) {
-    cq->snapshot = std::make_shared<const std::vector<Vi *>>(cq->members);
-}
-
 void cq_attach(Cq *cq, Vi *vi) {
     std::lock_guard<Mutex> g(cq->lock);
-    if (std::find(cq->members.begin(), cq->members.end(), vi) != cq->members.end()) return;
-    cq->members.push_back(vi);
-    publish_members(cq);
+    for (uint32_t i = 0; i < cq->nmembers; ++i)
+        if (cq->members[i] == vi) return;
+    if (cq->nmembers == cq->members_cap) {
+        uint32_t cap = cq->members_cap ? cq->members_cap * 2 : 8;
+        auto *bigger = static_cast<Vi **>(object_alloc(sizeof(Vi *) * cap, cq->shareable));
+        if (!bigger) return; // the VI's completions still reach the CQ; only waits miss its fds
+        if (cq->members) {
+            memcpy(bigger, cq->members, sizeof(Vi *) * cq->nmembers);
+            object_free(cq->members, sizeof(Vi *) * cq->members_cap, cq->shareable);
+        }
+        cq->members = bigger;
+        cq->members_cap = cap;
+    }
+    cq->members[cq->nmembers++] = vi;
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.u64 = reinterpret_cast<uint64_t>(ViTable::handle_of(vi));
+    ev.data.u64 = reinterpret_cast<uint64_t>(vis().handle_of(vi));
     epoll_ctl(cq->epfd, EPOLL_CTL_ADD, vi->efd, &ev);
 }
 
 void cq_detach(Cq *cq, Vi *vi) {
     std::lock_guard<Mutex> g(cq->lock);
-    auto it = std::find(cq->members.begin(), cq->members.end(), vi);
-    if (it == cq->members.end()) return;
-    cq->members.erase(it);
-    cq->backlogged.erase(std::remove(cq->backlogged.begin(), cq->backlogged.end(), vi),
-                         cq->backlogged.end());
-    publish_members(cq);
-    epoll_ctl(cq->epfd, EPOLL_CTL_DEL, vi->efd, nullptr);
+    for (uint32_t i = 0; i < cq->nmembers; ++i)
+        if (cq->members[i] == vi) {
+            cq->members[i] = cq->members[--cq->nmembers];
+            epoll_ctl(cq->epfd, EPOLL_CTL_DEL, vi->efd, nullptr);
+            return;
+        }
 }
 
 void cq_watch_fds(Cq *cq, Vi *vi, bool add) {
@@ -164,7 +178,7 @@ void cq_watch_fds(Cq *cq, Vi *vi, bool add) {
     for (int i = 0; i < n; ++i) {
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.u64 = reinterpret_cast<uint64_t>(ViTable::handle_of(vi));
+        ev.data.u64 = reinterpret_cast<uint64_t>(vis().handle_of(vi));
         epoll_ctl(cq->epfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i].fd, add ? &ev : nullptr);
     }
 }

@@ -3,14 +3,18 @@
 
 #include "core/objects.h"
 
+#include <vector>
+
 namespace vipl {
 
-VIP_RETURN cq_create(Nic *nic, uint32_t entries, Cq **out);
+VIP_RETURN cq_create(Nic *nic, uint32_t entries, bool shareable, Cq **out);
 void cq_destroy(Cq *cq);
 
 // Adds an entry (vi->lock held).  False when the CQ is full: the caller keeps
 // the completion and the CQ remembers to call it back when room appears.
 bool cq_push(Cq *cq, Vi *vi, bool recv);
+// The member VIs, copied under the CQ's lock (to be used without it).
+void cq_members(Cq *cq, std::vector<Vi *> &out);
 // Takes the oldest entry; false when empty.
 bool cq_pop(Cq *cq, CqEntry *out);
 // Makes room visible to VIs whose completions wait (no lock held).

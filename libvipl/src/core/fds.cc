@@ -14,10 +14,15 @@ std::atomic<uint64_t> g_bits[kMaxFd / 64];
 
 } // namespace
 
-int fd_track(int fd) {
-    if (fd >= 0 && fd < kMaxFd)
+int fd_track(int fd, bool shared) {
+    if (!shared && fd >= 0 && fd < kMaxFd)
         g_bits[fd / 64].fetch_or(1ull << (fd % 64), std::memory_order_relaxed);
     return fd;
+}
+
+void fd_share(int fd) {
+    if (fd >= 0 && fd < kMaxFd)
+        g_bits[fd / 64].fetch_and(~(1ull << (fd % 64)), std::memory_order_relaxed);
 }
 
 void fd_close(int fd) {

@@ -6,7 +6,10 @@
 namespace vipl {
 
 // Records fd as the library's; returns it (negative values pass through).
-int fd_track(int fd);
+// A shared one (of a shareable object) is left open in fork children.
+int fd_track(int fd, bool shared = false);
+// Leaves fd open in fork children from now on (it became part of a shareable object).
+void fd_share(int fd);
 // Closes a tracked descriptor.
 void fd_close(int fd);
 // In the child after fork(): closes every tracked descriptor.  Async-signal-safe.

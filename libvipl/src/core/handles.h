@@ -1,12 +1,19 @@
 // Handle tables: opaque VIPL handles that can be checked, never trusted.
 //
-// A handle is tag(8) | generation(24) | index(32).  Slots are type-stable:
-// their memory is never returned, so a stale or racing lookup reads a live
-// object of the right type and fails the generation check instead of
-// touching freed memory.  Callers that need the object to stay alive re-check
-// the generation under the object's lock.
+// A handle is tag(8) | generation(24) | index(32).  Each process has its own
+// table; a slot points at the object.  Objects are type-stable: their memory
+// is only ever reused for an object of the same type, so a stale or racing
+// lookup reads a valid object and then fails the generation check instead of
+// touching freed memory.  Callers that need the object to stay theirs
+// re-check still() under the object's lock.
+//
+// After fork() the child's table is a copy: it names exactly the objects that
+// existed then.  A private object is refused there (its owner is the parent);
+// a shareable one lives in the shared arena and is usable by the processes in
+// its holder set, which the fork child handler extends.
 #pragma once
 
+#include "core/arena.h"
 #include "core/mutex.h"
 
 #include <atomic>
@@ -17,96 +24,137 @@
 
 namespace vipl {
 
-// Process epoch: bumped in the child after fork(), so that handles created
-// by the parent are refused there.
-uint32_t process_epoch();
 // getpid(), cached (glibc makes it a system call).
 int self_pid();
 
 enum class HandleTag : uint8_t { nic = 0xA1, ptag = 0xA2, vi = 0xA3, cq = 0xA4, conn = 0xA5 };
 
-struct Object {
-    std::atomic<uint32_t> gen{0}; // odd while the slot is live
-    uint32_t index = 0;
-    uint32_t epoch = 0;
-    bool shareable = false; // survives fork (issue: shareable resources)
+// The processes that may use a shareable object.
+struct Holders {
+    static constexpr int kMax = 64;
+    std::atomic<uint64_t> token[kMax];
+    std::atomic<int32_t> pid[kMax];
+    std::atomic<uint32_t> epoch; // bumped when the set is reset
 
-    bool alive() const { return gen.load(std::memory_order_acquire) & 1; }
+    bool has(uint64_t t) const;
+    bool add(uint64_t t, int32_t p);
+    void remove(uint64_t t);
+    void reset(uint64_t t, int32_t p); // only t
+    // Whether a live process other than the one named by t holds it.
+    bool others_alive(uint64_t t);
 };
 
-template <class T, HandleTag Tag>
+struct Object {
+    uint32_t index = 0;
+    uint64_t owner = 0; // self_token() of the creating process
+    bool shareable = false;
+    Holders *holders = nullptr; // shareable objects only (in the arena)
+
+    bool usable_here() const {
+        return shareable ? holders->has(self_token()) : owner == self_token();
+    }
+};
+
+struct NoLocal {};
+
+template <class T, HandleTag Tag, class Local = NoLocal>
 class HandleTable {
 public:
     static constexpr uint32_t kChunkBits = 10;
     static constexpr uint32_t kChunk = 1u << kChunkBits;
     static constexpr uint32_t kMaxChunks = 1u << 14; // 16M objects
 
-    // Returns a live slot (generation made odd) or nullptr when max objects are in use.
-    T *alloc(uint32_t max_objects) {
+    struct Slot {
+        std::atomic<T *> obj{nullptr};
+        std::atomic<uint32_t> gen{0};      // odd while the slot is live
+        std::atomic<uint32_t> verified{0}; // shareable: holder-set epoch + 1 found to include us
+        Local local{};
+    };
+
+    // Makes a new object (in the arena if shareable) in a new live slot;
+    // nullptr when max_objects are in use or memory is short.
+    T *create(uint32_t max_objects, bool shareable) {
+        T *obj = take_object(shareable);
+        if (!obj) return nullptr;
         std::lock_guard<Mutex> g(lock_);
-        if (live_ >= max_objects) return nullptr;
-        uint32_t index;
-        if (!free_.empty()) {
-            index = free_.back();
-            free_.pop_back();
-        } else {
-            index = next_;
-            uint32_t c = index >> kChunkBits;
-            if (c >= kMaxChunks) return nullptr;
-            if (!chunks_[c].load(std::memory_order_relaxed)) {
-                T *chunk = new (std::nothrow) T[kChunk];
-                if (!chunk) return nullptr;
-                chunks_[c].store(chunk, std::memory_order_release);
-            }
-            ++next_;
+        if (live_ >= max_objects || !grow_for_one()) {
+            give_back(obj);
+            return nullptr;
         }
-        T *obj = slot(index);
+        uint32_t index = free_.empty() ? next_++ : free_.back();
+        if (!free_.empty() && free_.back() == index) free_.pop_back();
+        Slot &s = slot(index);
         obj->index = index;
-        obj->epoch = process_epoch();
-        obj->shareable = false;
-        obj->gen.fetch_add(1, std::memory_order_acq_rel); // even -> odd: live
+        obj->owner = self_token();
+        obj->shareable = shareable;
+        if (shareable) obj->holders->reset(obj->owner, self_pid());
+        s.local = Local{};
+        s.verified.store(0, std::memory_order_relaxed);
+        s.obj.store(obj, std::memory_order_release);
+        s.gen.fetch_add(1, std::memory_order_acq_rel); // even -> odd: live
         ++live_;
         return obj;
     }
 
-    // Makes every handle of obj stale and recycles the slot.
-    void release(T *obj) {
-        obj->gen.fetch_add(1, std::memory_order_acq_rel); // odd -> even
-        std::lock_guard<Mutex> g(lock_);
-        free_.push_back(obj->index);
-        --live_;
+    // Forgets obj in this process: its handles here become stale.  The object
+    // itself is destroyed (and recycled) only if destroy is true.
+    void release(T *obj, bool destroy) {
+        Slot &s = slot(obj->index);
+        s.gen.fetch_add(1, std::memory_order_acq_rel); // odd -> even
+        s.obj.store(nullptr, std::memory_order_release);
+        {
+            std::lock_guard<Mutex> g(lock_);
+            free_.push_back(obj->index);
+            --live_;
+        }
+        if (destroy) give_back(obj);
     }
 
-    static void *handle_of(const T *obj) {
-        uint64_t gen = obj->gen.load(std::memory_order_relaxed) & 0xFFFFFF;
+    void *handle_of(const T *obj) const {
+        uint64_t gen = slot(obj->index).gen.load(std::memory_order_relaxed) & 0xFFFFFF;
         uint64_t h = (static_cast<uint64_t>(Tag) << 56) | (gen << 32) | obj->index;
         return reinterpret_cast<void *>(h);
     }
 
-    // The live object a handle names, or nullptr.
+    // The live object a handle names, usable by this process, or nullptr.
     T *lookup(const void *handle) const {
         uint64_t h = reinterpret_cast<uint64_t>(handle);
         if ((h >> 56) != static_cast<uint64_t>(Tag)) return nullptr;
         uint32_t index = static_cast<uint32_t>(h);
-        uint32_t c = index >> kChunkBits;
-        if (c >= kMaxChunks) return nullptr;
-        T *chunk = chunks_[c].load(std::memory_order_acquire);
-        if (!chunk) return nullptr;
-        T *obj = &chunk[index & (kChunk - 1)];
-        uint32_t gen = obj->gen.load(std::memory_order_acquire);
+        const Slot *s = find_slot(index);
+        if (!s) return nullptr;
+        uint32_t gen = s->gen.load(std::memory_order_acquire);
         if (!(gen & 1) || (gen & 0xFFFFFF) != ((h >> 32) & 0xFFFFFF)) return nullptr;
-        if (obj->epoch != process_epoch() && !obj->shareable) return nullptr;
+        T *obj = s->obj.load(std::memory_order_acquire);
+        if (!obj) return nullptr;
+        if (!obj->shareable) return obj->owner == self_token() ? obj : nullptr;
+        // Membership only changes when the set is reset (epoch) or we leave it.
+        uint32_t want = obj->holders->epoch.load(std::memory_order_acquire) + 1;
+        if (s->verified.load(std::memory_order_relaxed) == want) return obj;
+        if (!obj->holders->has(self_token())) return nullptr;
+        const_cast<Slot *>(s)->verified.store(want, std::memory_order_relaxed);
         return obj;
     }
 
-    // Whether obj still is the object handle named (call under obj's lock).
-    static bool still(const T *obj, const void *handle) {
+    // Whether obj still is the object handle named here (call under obj's lock).
+    bool still(const T *obj, const void *handle) const {
         uint64_t h = reinterpret_cast<uint64_t>(handle);
-        uint32_t gen = obj->gen.load(std::memory_order_acquire);
-        return (gen & 1) && (gen & 0xFFFFFF) == ((h >> 32) & 0xFFFFFF);
+        const Slot &s = slot(obj->index);
+        uint32_t gen = s.gen.load(std::memory_order_acquire);
+        return (gen & 1) && (gen & 0xFFFFFF) == ((h >> 32) & 0xFFFFFF) &&
+               s.obj.load(std::memory_order_relaxed) == obj;
     }
 
-    // Visits every live object (for shutdown and diagnostics).
+    // Whether obj is live in this process.
+    bool alive(const T *obj) const {
+        const Slot &s = slot(obj->index);
+        return (s.gen.load(std::memory_order_acquire) & 1) &&
+               s.obj.load(std::memory_order_relaxed) == obj;
+    }
+
+    Local &local(const T *obj) { return slot(obj->index).local; }
+
+    // Visits every object live in this process's table (usable or not).
     template <class F>
     void for_each(F &&f) {
         uint32_t n;
@@ -114,29 +162,99 @@ public:
             std::lock_guard<Mutex> g(lock_);
             n = next_;
         }
-        for (uint32_t i = 0; i < n; ++i) {
-            T *obj = slot(i);
-            if (obj->alive()) f(obj);
-        }
+        for_each_unlocked(n, f);
+    }
+    // The same without the table lock, for the fork child (single-threaded;
+    // the lock may have been held by a thread that does not exist there).
+    template <class F>
+    void for_each_in_child(F &&f) {
+        for_each_unlocked(next_, f);
+    }
+
+    // The object at index, live or not (for ids kept elsewhere).
+    T *at_index(uint32_t index) const {
+        const Slot *s = find_slot(index);
+        return s ? s->obj.load(std::memory_order_acquire) : nullptr;
     }
 
     uint32_t live() const { return live_; }
 
-    // The slot at index if it was ever allocated (live or not).
-    T *at_index(uint32_t index) const {
-        uint32_t c = index >> kChunkBits;
-        if (c >= kMaxChunks || !chunks_[c].load(std::memory_order_acquire)) return nullptr;
-        return slot(index);
-    }
+    // Held across fork() so that the child never inherits the lock taken.
+    void lock_for_fork() { lock_.lock(); }
+    void unlock_after_fork() { lock_.unlock(); }
 
 private:
-    T *slot(uint32_t index) const {
-        return &chunks_[index >> kChunkBits].load(std::memory_order_acquire)[index & (kChunk - 1)];
+    template <class F>
+    void for_each_unlocked(uint32_t n, F &f) {
+        for (uint32_t i = 0; i < n; ++i) {
+            Slot &s = slot(i);
+            T *obj = s.obj.load(std::memory_order_acquire);
+            if (obj && (s.gen.load(std::memory_order_acquire) & 1)) f(obj);
+        }
     }
 
-    Mutex lock_;
-    std::atomic<T *> chunks_[kMaxChunks] = {};
+    Slot &slot(uint32_t index) const {
+        return chunks_[index >> kChunkBits].load(std::memory_order_acquire)[index & (kChunk - 1)];
+    }
+    const Slot *find_slot(uint32_t index) const {
+        uint32_t c = index >> kChunkBits;
+        if (c >= kMaxChunks) return nullptr;
+        Slot *chunk = chunks_[c].load(std::memory_order_acquire);
+        return chunk ? &chunk[index & (kChunk - 1)] : nullptr;
+    }
+    // Room for one more slot (lock held).
+    bool grow_for_one() {
+        if (!free_.empty()) return true;
+        uint32_t c = next_ >> kChunkBits;
+        if (c >= kMaxChunks) return false;
+        if (!chunks_[c].load(std::memory_order_relaxed)) {
+            Slot *chunk = new (std::nothrow) Slot[kChunk];
+            if (!chunk) return false;
+            chunks_[c].store(chunk, std::memory_order_release);
+        }
+        return true;
+    }
+
+    // Objects are recycled by kind: private ones on this process's list,
+    // shareable ones on the arena's list for their size.
+    T *take_object(bool shareable) {
+        if (!shareable) {
+            {
+                std::lock_guard<Mutex> g(lock_);
+                if (!pool_.empty()) {
+                    T *obj = pool_.back();
+                    pool_.pop_back();
+                    obj->~T();
+                    return new (obj) T();
+                }
+            }
+            return new (std::nothrow) T();
+        }
+        // One block: the object, then its holder set.  Reused only for this
+        // kind, so a stale pointer in another process still finds a T.
+        void *mem = shared_alloc_kind(kSharedBytes, static_cast<int>(Tag) & 7);
+        if (!mem) return nullptr;
+        T *obj = new (mem) T();
+        obj->holders = new (static_cast<char *>(mem) + kHoldersAt) Holders();
+        return obj;
+    }
+    void give_back(T *obj) {
+        if (!obj->shareable) {
+            std::lock_guard<Mutex> g(lock_);
+            pool_.push_back(obj);
+            return;
+        }
+        obj->~T();
+        shared_free_kind(obj, static_cast<int>(Tag) & 7);
+    }
+
+    static constexpr size_t kHoldersAt = (sizeof(T) + 63) & ~size_t(63);
+    static constexpr size_t kSharedBytes = kHoldersAt + sizeof(Holders);
+
+    mutable Mutex lock_;
+    std::atomic<Slot *> chunks_[kMaxChunks] = {};
     std::vector<uint32_t> free_;
+    std::vector<T *> pool_;
     uint32_t next_ = 0;
     uint32_t live_ = 0;
 };

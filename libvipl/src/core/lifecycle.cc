@@ -2,12 +2,14 @@
 #include "core/fds.h"
 
 #include "core/cq.h"
+#include "core/log.h"
 #include "core/notify.h"
 #include "core/vi.h"
 #include "core/wait.h"
 #include "prov/provider.h"
 
 #include <algorithm>
+#include <mutex>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -15,21 +17,34 @@ namespace vipl {
 
 void vi_connected_locked(Vi *vi) {
     vi->peer_pending = false;
+    // The connection's descriptors and memory exist in this process only: the
+    // VI is shared again with the children forked from now on.
+    if (vi->shareable) vi->holders->reset(self_token(), self_pid());
     vi->state.store(VIP_STATE_CONNECTED, std::memory_order_release);
     Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;
     if (scq) cq_watch_fds(scq, vi, true);
     if (rcq && rcq != scq) cq_watch_fds(rcq, vi, true);
-    if (vi->user_fd >= 0) {
+    if (vis().local(vi).user_fd >= 0) {
         pollfd fds[4];
         int n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
         for (int i = 0; i < n; ++i) {
             epoll_event ev{};
             ev.events = EPOLLIN | EPOLLRDHUP;
-            epoll_ctl(vi->user_fd, EPOLL_CTL_ADD, fds[i].fd, &ev);
+            epoll_ctl(vis().local(vi).user_fd, EPOLL_CTL_ADD, fds[i].fd, &ev);
         }
     }
     vi_wait_set_transport(vi);
     notifier_watch_vi(vi, true);
+}
+
+void vi_check_poison(Vi *vi) {
+    if (!vi->lock.owner_died()) return;
+    vi->lock.clear_owner_died();
+    vi->poisoned = true;
+    VIPL_WARN("a process sharing VI %p died inside the library: the VI fails for every holder",
+              vis().handle_of(vi));
+    if (vi->prov) vi->nic->ops->vi->abandon(vi);
+    vi_fail(vi, VIP_ERROR_CATASTROPHIC);
 }
 
 void vi_disconnect_locked(Vi *vi) {
@@ -42,13 +57,44 @@ void vi_disconnect_locked(Vi *vi) {
     vi_wake(vi);
 }
 
+// Closes what this process has of a VI for itself.
+static void close_local(Vi *vi) {
+    ViLocal &l = vis().local(vi);
+    if (l.user_fd >= 0) fd_close(l.user_fd);
+    if (l.wait_ep >= 0) fd_close(l.wait_ep);
+    l = ViLocal{};
+}
+
+// A holder of a shareable VI leaves while others keep it: it closes its own
+// copies of the descriptors and mappings and forgets the handle.
+static void vi_leave_locked(Vi *vi) {
+    notifier_watch_vi(vi, false);
+    if (vi->prov) vi->nic->ops->vi->leave(vi);
+    close_local(vi);
+    close(vi->efd); // our copy; the number stays valid for the others
+    vi->holders->remove(self_token());
+    vis().release(vi, false);
+}
+
 VIP_RETURN vi_destroy(Vi *vi, const void *handle, bool force) {
     Nic *nic = vi->nic;
-    std::lock_guard<Mutex> ng(nic->lock);
-    std::lock_guard<Mutex> g(vi->lock);
-    if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
-    if (!force && (vi->state.load() != VIP_STATE_IDLE || vi->sq.size() || vi->rq.size()))
+    // A fork child's NIC is a frozen copy of its parent's (its locks may have
+    // been held at fork time): only the NIC's own process uses its lock and lists.
+    bool own_nic = nic->owner == self_token();
+    std::unique_lock<Mutex> ng(nic->lock, std::defer_lock);
+    if (own_nic) ng.lock();
+    ViGuard g(vi);
+    if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
+    vi_check_poison(vi);
+    if (own_nic) nic->vis.erase(std::remove(nic->vis.begin(), nic->vis.end(), vi), nic->vis.end());
+    if (vi->shareable && vi->holders->others_alive(self_token())) {
+        vi_leave_locked(vi);
+        return VIP_SUCCESS;
+    }
+    if (!force && (vi->state.load() != VIP_STATE_IDLE || vi->sq.size() || vi->rq.size())) {
+        if (own_nic) nic->vis.push_back(vi);
         return VIP_INVALID_STATE;
+    }
     if (vi->state.load() != VIP_STATE_IDLE) vi_disconnect_locked(vi);
     notifier_watch_vi(vi, false);
     if (vi->prov) nic->ops->vi->destroy(vi);
@@ -56,16 +102,14 @@ VIP_RETURN vi_destroy(Vi *vi, const void *handle, bool force) {
     Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;
     if (scq) cq_detach(scq, vi);
     if (rcq && rcq != scq) cq_detach(rcq, vi);
-    vi->sq = WorkQueue{};
-    vi->rq = WorkQueue{};
-    if (vi->user_fd >= 0) fd_close(vi->user_fd);
-    if (vi->wait_ep >= 0) fd_close(vi->wait_ep);
-    vi->wait_ep = -1;
+    vi->sq.reset();
+    vi->rq.reset();
+    close_local(vi);
     if (vi->efd >= 0) fd_close(vi->efd);
-    vi->user_fd = vi->efd = -1;
-    if (Ptag *p = ptags().at_index(vi->ptag_id - 1)) p->users.fetch_sub(1);
-    nic->vis.erase(std::remove(nic->vis.begin(), nic->vis.end(), vi), nic->vis.end());
-    vis().release(vi);
+    vi->efd = -1;
+    if (own_nic)
+        if (Ptag *p = ptags().at_index(vi->ptag_id - 1)) p->users.fetch_sub(1);
+    vis().release(vi, true);
     return VIP_SUCCESS;
 }
 
@@ -74,8 +118,8 @@ VIP_RETURN cq_destroy_checked(Cq *cq, const void *handle, bool force) {
     std::lock_guard<Mutex> ng(nic->lock);
     {
         std::lock_guard<Mutex> g(cq->lock);
-        if (!CqTable::still(cq, handle)) return VIP_INVALID_PARAMETER;
-        if (!force && !cq->members.empty()) return VIP_INVALID_STATE;
+        if (!cqs().still(cq, handle)) return VIP_INVALID_PARAMETER;
+        if (!force && cq->nmembers) return VIP_INVALID_STATE;
     }
     notifier_watch_cq(cq, false);
     nic->cqs.erase(std::remove(nic->cqs.begin(), nic->cqs.end(), cq), nic->cqs.end());
@@ -88,20 +132,20 @@ void close_nic(Nic *nic, const void *handle) {
     std::vector<Cq *> cqs_left;
     {
         std::lock_guard<Mutex> g(nic->lock);
-        if (!NicTable::still(nic, handle)) return;
+        if (!nics().still(nic, handle)) return;
         vis_left = nic->vis;
         cqs_left = nic->cqs;
     }
-    for (Vi *vi : vis_left) vi_destroy(vi, ViTable::handle_of(vi), true);
-    for (Cq *cq : cqs_left) cq_destroy_checked(cq, CqTable::handle_of(cq), true);
+    for (Vi *vi : vis_left) vi_destroy(vi, vis().handle_of(vi), true);
+    for (Cq *cq : cqs_left) cq_destroy_checked(cq, cqs().handle_of(cq), true);
     conns().for_each([&](ConnReq *req) {
-        if (req->nic == nic && req->epoch == process_epoch()) {
+        if (req->nic == nic && req->usable_here()) {
             nic->ops->nic->conn_free(req);
-            conns().release(req);
+            conns().release(req, true);
         }
     });
     ptags().for_each([&](Ptag *p) {
-        if (p->nic == nic) ptags().release(p);
+        if (p->nic == nic) ptags().release(p, true);
     });
     std::lock_guard<Mutex> g(nic->lock);
     nic->ops->nic->close(nic);
@@ -112,7 +156,7 @@ void close_nic(Nic *nic, const void *handle) {
         nic->error_handler = nullptr;
         nic->errors.clear();
     }
-    nics().release(nic);
+    nics().release(nic, true);
 }
 
 } // namespace vipl

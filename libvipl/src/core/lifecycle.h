@@ -8,6 +8,28 @@ namespace vipl {
 // Marks a VI Connected once its provider finished connecting (vi->lock
 // held) and starts watching its transport descriptors.
 void vi_connected_locked(Vi *vi);
+// A holder of a shareable VI died holding its lock (the robust lock said so,
+// lock held): the VI goes to the Error state for every holder.
+void vi_check_poison(Vi *vi);
+inline void after_lock(Vi *vi) {
+    if (vi->lock.owner_died()) vi_check_poison(vi);
+}
+
+// Holds a VI's lock; a lock inherited from a dead holder fails the VI first.
+class ViGuard {
+public:
+    explicit ViGuard(Vi *vi) : vi_(vi) {
+        vi->lock.lock();
+        after_lock(vi);
+    }
+    ~ViGuard() { vi_->lock.unlock(); }
+    ViGuard(const ViGuard &) = delete;
+    ViGuard &operator=(const ViGuard &) = delete;
+
+private:
+    Vi *vi_;
+};
+
 // Drops the VI's connection (vi->lock held): provider disconnect, Idle state,
 // outstanding descriptors flushed.
 void vi_disconnect_locked(Vi *vi);

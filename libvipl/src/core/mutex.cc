@@ -40,3 +40,48 @@ void Mutex::wake() {
 }
 
 } // namespace vipl
+
+namespace vipl {
+
+void Mutex::make_robust() {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&pm_, &a);
+    pthread_mutexattr_destroy(&a);
+    died_ = false;
+    robust_ = true;
+}
+
+void Mutex::lock_robust() {
+    int saved = errno;
+    int rc = pthread_mutex_lock(&pm_);
+    if (rc == EOWNERDEAD) {
+        // The holder died inside the library: we hold the lock now; the
+        // caller decides what the half-changed state means.
+        died_ = true;
+        pthread_mutex_consistent(&pm_);
+    }
+    errno = saved;
+}
+
+bool Mutex::try_lock_robust() {
+    int saved = errno;
+    int rc = pthread_mutex_trylock(&pm_);
+    if (rc == EOWNERDEAD) {
+        died_ = true;
+        pthread_mutex_consistent(&pm_);
+        rc = 0;
+    }
+    errno = saved;
+    return rc == 0;
+}
+
+void Mutex::unlock_robust() {
+    int saved = errno;
+    pthread_mutex_unlock(&pm_);
+    errno = saved;
+}
+
+} // namespace vipl

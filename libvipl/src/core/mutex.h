@@ -1,31 +1,59 @@
-// A futex mutex that also works in memory shared between processes.
+// The library's mutex.  By default a futex word (cheap, works in any memory).
+// Objects shared between processes make theirs robust: a process-shared
+// robust mutex, so that a holder killed inside the library does not wedge the
+// others; the next locker owns the lock and owner_died() says the state it
+// guards may be half-way through a change.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <pthread.h>
 
 namespace vipl {
 
 class Mutex {
 public:
+    Mutex() = default;
+    Mutex(const Mutex &) = delete;
+    Mutex &operator=(const Mutex &) = delete;
+
+    // Switches to the robust process-shared kind; only while nobody uses it.
+    void make_robust();
+    bool robust() const { return robust_; }
+
     void lock() {
+        if (robust_) return lock_robust();
         uint32_t expected = 0;
         if (state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
         lock_slow();
     }
     bool try_lock() {
+        if (robust_) return try_lock_robust();
         uint32_t expected = 0;
         return state_.compare_exchange_strong(expected, 1, std::memory_order_acquire);
     }
     void unlock() {
+        if (robust_) return unlock_robust();
         if (state_.exchange(0, std::memory_order_release) == 2) wake();
     }
     bool locked() const { return state_.load(std::memory_order_relaxed) != 0; }
 
+    // A previous holder died holding the lock (robust kind only); call with
+    // the lock held.  clear_owner_died() once the state has been dealt with.
+    bool owner_died() const { return died_; }
+    void clear_owner_died() { died_ = false; }
+
 private:
     void lock_slow();
     void wake();
+    void lock_robust();
+    bool try_lock_robust();
+    void unlock_robust();
+
     std::atomic<uint32_t> state_{0}; // 0 free, 1 held, 2 held with sleepers
+    bool robust_ = false;
+    bool died_ = false;
+    pthread_mutex_t pm_;
 };
 
 // Futex helpers on a 32-bit word (not private: the word may be in a shared mapping).

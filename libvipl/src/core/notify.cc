@@ -2,6 +2,7 @@
 #include "core/fds.h"
 
 #include "core/cq.h"
+#include "core/lifecycle.h"
 #include "core/log.h"
 #include "core/vi.h"
 #include "core/wait.h"
@@ -48,7 +49,7 @@ void add_fd(int fd, void *handle) {
 
 // The transport's descriptors (peer hang-up) of a connected VI.
 void watch_vi_fds(Vi *vi, bool add) {
-    void *h = ViTable::handle_of(vi);
+    void *h = vis().handle_of(vi);
     pollfd fds[4];
     int n = 0;
     if (vi->prov) n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
@@ -114,8 +115,8 @@ bool deliver_notifies() {
             VIP_PVOID ctx = nullptr;
             VIP_DESCRIPTOR *desc = nullptr;
             {
-                std::lock_guard<Mutex> l(vi->lock);
-                if (!ViTable::still(vi, h)) break;
+                ViGuard l(vi);
+                if (!vis().still(vi, h)) break;
                 WorkQueue &q = recv ? vi->rq : vi->sq;
                 if (!q.notify) continue;
                 if (q.head == q.visible) vi_progress(vi);
@@ -126,7 +127,7 @@ bool deliver_notifies() {
                 ctx = q.notify_context;
                 q.notify = nullptr;
             }
-            handler(ctx, NicTable::handle_of(vi->nic), h, desc);
+            handler(ctx, nics().handle_of(vi->nic), h, desc);
             ran = true;
         }
     }
@@ -148,14 +149,14 @@ bool deliver_notifies() {
             std::lock_guard<Mutex> l(cq->lock);
             cq->notify = nullptr;
         }
-        handler(ctx, NicTable::handle_of(cq->nic), vh, recv);
+        handler(ctx, nics().handle_of(cq->nic), vh, recv);
         ran = true;
     }
     // Forget targets whose handlers have all run.
     for (void *h : vi_list)
         if (Vi *vi = vis().lookup(h)) {
-            std::lock_guard<Mutex> vl(vi->lock);
-            if (!ViTable::still(vi, h) || vi->sq.notify || vi->rq.notify) continue;
+            ViGuard vl(vi);
+            if (!vis().still(vi, h) || vi->sq.notify || vi->rq.notify) continue;
             std::lock_guard<Mutex> l(g.lock);
             watch_doorbell(vi, h, false);
         }
@@ -181,8 +182,8 @@ void arm_targets() {
     }
     for (void *h : vi_list)
         if (Vi *vi = vis().lookup(h)) {
-            std::lock_guard<Mutex> l(vi->lock);
-            if (ViTable::still(vi, h)) vi_arm(vi);
+            ViGuard l(vi);
+            if (vis().still(vi, h)) vi_arm(vi);
         }
     for (void *h : cq_list)
         if (Cq *cq = cqs().lookup(h)) cq_arm_members(cq);
@@ -202,8 +203,8 @@ void handle_event(uint64_t data) {
     }
     Vi *vi = vis().lookup(h);
     if (!vi) return;
-    std::lock_guard<Mutex> l(vi->lock);
-    if (!ViTable::still(vi, h)) return;
+    ViGuard l(vi);
+    if (!vis().still(vi, h)) return;
     if (vi->sq.notify || vi->rq.notify) vi_drain(vi); // the doorbell is ours only then
     if (vi->prov) vi->nic->ops->vi->check_peer(vi);
     vi_progress(vi);
@@ -272,8 +273,8 @@ VIP_RETURN notifier_start() {
     }
     // Watch what is already connected, so that a dead peer is reported at once.
     vis().for_each([](Vi *vi) {
-        std::lock_guard<Mutex> l(vi->lock);
-        if (vi->alive() && vi->epoch == process_epoch() && vi->prov &&
+        ViGuard l(vi);
+        if (vis().alive(vi) && vi->usable_here() && vi->prov &&
             vi->state.load() == VIP_STATE_CONNECTED)
             notifier_watch_vi(vi, true);
     });
@@ -303,18 +304,18 @@ void notifier_watch_vi(Vi *vi, bool add) {
     if (!g.running) return;
     bool connected = vi->state.load() == VIP_STATE_CONNECTED;
     bool transport = add && connected;
-    if (transport != vi->watched.load()) {
-        vi->watched.store(transport);
+    if (transport != vis().local(vi).watched) {
+        vis().local(vi).watched = transport;
         watch_vi_fds(vi, transport);
     }
-    watch_doorbell(vi, ViTable::handle_of(vi), add && has_notify);
+    watch_doorbell(vi, vis().handle_of(vi), add && has_notify);
     poke_locked();
 }
 
 void notifier_watch_cq(Cq *cq, bool add) {
     std::lock_guard<Mutex> l(g.lock);
     if (!g.running) return;
-    void *h = CqTable::handle_of(cq);
+    void *h = cqs().handle_of(cq);
     // The CQ's poll set holds its doorbell and its members': one descriptor to watch.
     if (add) {
         add_fd(cq->epfd, h);
@@ -324,6 +325,13 @@ void notifier_watch_cq(Cq *cq, bool add) {
         g.cqs.erase(std::remove(g.cqs.begin(), g.cqs.end(), h), g.cqs.end());
     }
     poke_locked();
+}
+
+void notifier_lock_for_fork() {
+    g.lock.lock();
+}
+void notifier_unlock_after_fork() {
+    g.lock.unlock();
 }
 
 void notifier_forget_after_fork() {

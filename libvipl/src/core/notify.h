@@ -20,5 +20,7 @@ void notifier_watch_vi(Vi *vi, bool add);
 void notifier_watch_cq(Cq *cq, bool add);
 // In a fork child: the thread does not exist there.
 void notifier_forget_after_fork();
+void notifier_lock_for_fork();
+void notifier_unlock_after_fork();
 
 } // namespace vipl

@@ -27,6 +27,7 @@ enum RegionFlags : uint32_t {
     kRegionLive = 1,
     kRegionRdmaWrite = 2,
     kRegionRdmaRead = 4,
+    kRegionShareable = 8, // in memory shared with fork children
 };
 
 // One registered region.  The table lives in a memfd so a provider can map
@@ -64,17 +65,21 @@ public:
             return nullptr;
         return e;
     }
-    // Does the live region h, of ptag, contain [addr, addr+len)?
-    bool covers(VIP_MEM_HANDLE h, uint32_t ptag, uint64_t addr, uint64_t len) const {
+    // Does the live region h, of ptag, with all of flags, contain [addr, addr+len)?
+    bool covers(VIP_MEM_HANDLE h, uint32_t ptag, uint64_t addr, uint64_t len,
+                uint32_t flags = 0) const {
         const RegionEntry *e = find(h);
-        return e && e->ptag == ptag && addr >= e->base && len <= e->length &&
-               addr - e->base <= e->length - len;
+        return e && e->ptag == ptag &&
+               (e->flags.load(std::memory_order_relaxed) & flags) == flags && addr >= e->base &&
+               len <= e->length && addr - e->base <= e->length - len;
     }
 
     VIP_RETURN add(uint64_t base, uint64_t len, uint32_t ptag, uint32_t flags, VIP_MEM_HANDLE *out);
     void remove(VIP_MEM_HANDLE h);
     void set(VIP_MEM_HANDLE h, uint32_t ptag, uint32_t flags);
     void set_live(VIP_MEM_HANDLE h, bool live);
+    // Keeps the table mapped in fork children (the NIC has shareable objects).
+    void share_with_children();
 
     int fd() const { return fd_; }
     size_t map_size() const { return static_cast<size_t>(max_) * sizeof(RegionEntry); }
@@ -90,6 +95,7 @@ private:
     uint64_t bytes_ = 0;
     std::vector<uint32_t> free_;
     int fd_ = -1;
+    bool shared_ = false;
 };
 
 // -------------------------------------------------------------- NIC
@@ -152,7 +158,9 @@ constexpr uint32_t kNotCached = ~0u;
 // FIFO of descriptors.  [head, visible) completed and written back;
 // [visible, tail) outstanding.  `cursor` is the provider's own position.
 struct WorkQueue {
-    std::vector<WqEntry> ring; // power-of-two capacity, grows up to the limit
+    WqEntry *ring = nullptr; // power-of-two capacity, grows up to the limit
+    uint32_t cap = 0;
+    bool shared = false; // storage in the shared arena (shareable VI)
     uint64_t head = 0, visible = 0, cursor = 0, tail = 0;
     Cq *cq = nullptr;
     bool cq_backlog = false; // a completion waits for room in the CQ
@@ -160,14 +168,18 @@ struct WorkQueue {
     VIP_PVOID notify_context = nullptr;
 
     uint64_t size() const { return tail - head; }
-    WqEntry &at(uint64_t i) { return ring[i & (ring.size() - 1)]; }
+    WqEntry &at(uint64_t i) { return ring[i & (cap - 1)]; }
     bool grow(uint32_t limit);
+    // Empties the queue and frees its storage.
+    void reset();
 };
 
 // --------------------------------------------------------------- VI
 
 struct Vi : Object {
     Mutex lock;
+    // Region flags every descriptor and buffer of this VI needs (shareable VIs: shareable memory).
+    uint32_t region_flags() const { return shareable ? uint32_t(kRegionShareable) : 0u; }
     Nic *nic = nullptr;
     std::atomic<int> state{VIP_STATE_IDLE};
     VIP_VI_ATTRIBUTES attrs{};
@@ -177,13 +189,12 @@ struct Vi : Object {
 
     // Waiting.  efd is this VI's doorbell: peers and local threads write it.
     int efd = -1;
-    int user_fd = -1; // epoll fd handed out by VipGetViWaitFd
-    int wait_ep = -1; // edge-triggered set a lone sleeper waits in (created on first sleep)
     std::atomic<int> sleepers{0};
     std::atomic<bool> kicked{false};
     std::atomic<bool> fd_mode{false};
-    std::atomic<bool> watched{false}; // in the notification thread's set
     uint64_t next_liveness = 0;
+    // A holder died inside the library with the lock held (shareable VIs).
+    bool poisoned = false;
 
     // Peer-to-peer connection in progress (provider state in prov).
     bool peer_pending = false;
@@ -201,14 +212,15 @@ struct CqEntry {
 struct Cq : Object {
     Mutex lock;
     Nic *nic = nullptr;
-    std::vector<CqEntry> ring;
+    CqEntry *ring = nullptr; // ring_cap entries, grown lazily up to capacity
+    uint32_t ring_cap = 0;
     uint64_t head = 0, tail = 0;
     uint32_t capacity = 0;
-    std::vector<Vi *> members;    // under lock
-    std::vector<Vi *> backlogged; // VIs whose completions wait for room, under lock
-    std::shared_ptr<const std::vector<Vi *>> snapshot; // members, read without the lock
-    int efd = -1;  // kicked when an entry is added and somebody sleeps
-    int epfd = -1; // efd plus every member's fds: what waiters and users poll
+    Vi **members = nullptr; // under lock; in the arena for a shareable CQ
+    uint32_t nmembers = 0, members_cap = 0;
+    bool backlog = false; // some member waits for room (its queue has cq_backlog)
+    int efd = -1;         // kicked when an entry is added and somebody sleeps
+    int epfd = -1;        // efd plus every member's fds: what waiters and users poll
     std::atomic<int> sleepers{0};
     std::atomic<bool> kicked{false};
     std::atomic<bool> fd_mode{false};
@@ -225,9 +237,17 @@ struct ConnReq : Object {
 
 // ------------------------------------------------------------ tables
 
+// What each process keeps of a VI for itself (a shareable VI's other holders
+// have their own).
+struct ViLocal {
+    int user_fd = -1;     // epoll fd handed out by VipGetViWaitFd
+    int wait_ep = -1;     // edge-triggered set a lone sleeper waits in (made on first sleep)
+    bool watched = false; // in the notification thread's set
+};
+
 using NicTable = HandleTable<Nic, HandleTag::nic>;
 using PtagTable = HandleTable<Ptag, HandleTag::ptag>;
-using ViTable = HandleTable<Vi, HandleTag::vi>;
+using ViTable = HandleTable<Vi, HandleTag::vi, ViLocal>;
 using CqTable = HandleTable<Cq, HandleTag::cq>;
 using ConnTable = HandleTable<ConnReq, HandleTag::conn>;
 

@@ -26,7 +26,9 @@ bool RegionTable::init(uint32_t max_regions) {
         destroy();
         return false;
     }
+    // Children need it only for shareable VIs (share_with_children).
     madvise(p, size, MADV_DONTFORK);
+    shared_ = false;
     entries_ = static_cast<RegionEntry *>(p);
     next_ = count_ = 0;
     bytes_ = 0;
@@ -83,6 +85,12 @@ void RegionTable::set(VIP_MEM_HANDLE h, uint32_t ptag, uint32_t flags) {
     e.ptag = ptag;
     e.flags.store(flags | kRegionLive, std::memory_order_release);
     e.seq.fetch_add(1, std::memory_order_release);
+}
+
+void RegionTable::share_with_children() {
+    if (shared_ || !entries_) return;
+    madvise(entries_, map_size(), MADV_DOFORK);
+    shared_ = true;
 }
 
 void RegionTable::set_live(VIP_MEM_HANDLE h, bool live) {

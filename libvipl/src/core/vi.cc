@@ -1,5 +1,6 @@
 #include "core/vi.h"
 
+#include "core/arena.h"
 #include "core/config.h"
 #include "core/cq.h"
 #include "core/log.h"
@@ -13,14 +14,28 @@
 namespace vipl {
 
 bool WorkQueue::grow(uint32_t limit) {
-    size_t cap = ring.empty() ? 16 : ring.size() * 2;
     if (size() >= limit) return false;
-    if (cap > limit) cap = std::max<size_t>(size() + 1, 16);
-    if (!ring.empty() && size() < ring.size()) return true;
-    std::vector<WqEntry> bigger(cap);
-    for (uint64_t i = head; i < tail; ++i) bigger[i & (cap - 1)] = at(i);
-    ring.swap(bigger);
+    if (ring && size() < cap) return true;
+    // Small first: most VIs keep few descriptors outstanding, and a host may
+    // hold a hundred thousand of them.
+    uint32_t ncap = cap ? cap * 2 : 4;
+    auto *bigger = static_cast<WqEntry *>(object_alloc(sizeof(WqEntry) * ncap, shared));
+    if (!bigger) return false;
+    for (uint64_t i = head; i < tail; ++i) bigger[i & (ncap - 1)] = at(i);
+    if (ring) object_free(ring, sizeof(WqEntry) * cap, shared);
+    ring = bigger;
+    cap = ncap;
     return true;
+}
+
+void WorkQueue::reset() {
+    if (ring) object_free(ring, sizeof(WqEntry) * cap, shared);
+    ring = nullptr;
+    cap = 0;
+    head = visible = cursor = tail = 0;
+    cq_backlog = false;
+    notify = nullptr;
+    notify_context = nullptr;
 }
 
 void wq_complete(Vi *vi, WorkQueue &q, WqEntry &e, uint32_t status, uint32_t length) {
@@ -67,7 +82,9 @@ void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status) {
 }
 
 void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err) {
-    if (notifier_post_error(nic, err)) return;
+    // In a process sharing a VI the NIC is a copy of its parent's: its error
+    // handler is the parent's; only the NIC's own process runs it.
+    if (nic->owner == self_token() && notifier_post_error(nic, err)) return;
     static const char *const names[] = {"POST_DESC",  "CONN_LOST",      "RECVQ_EMPTY", "VI_OVERRUN",
                                         "RDMAW_PROT", "RDMAW_DATA",     "RDMAW_ABORT", "RDMAR_PROT",
                                         "COMP_PROT",  "RDMA_TRANSPORT", "CATASTROPHIC"};
@@ -82,8 +99,8 @@ void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err) {
 
 void vi_report(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
     VIP_ERROR_DESCRIPTOR err{};
-    err.NicHandle = NicTable::handle_of(vi->nic);
-    err.ViHandle = ViTable::handle_of(vi);
+    err.NicHandle = nics().handle_of(vi->nic);
+    err.ViHandle = vis().handle_of(vi);
     err.DescriptorPtr = desc;
     err.OpCode = op;
     err.ResourceCode = desc ? VIP_RESOURCE_DESCRIPTOR : VIP_RESOURCE_VI;
@@ -172,7 +189,7 @@ uint32_t parse_descriptor(Vi *vi, VIP_DESCRIPTOR *desc, bool recv, PostedDesc &o
     for (uint32_t i = first; i < nseg; ++i) {
         const VIP_DATA_SEGMENT &s = segment(desc, i)->Local;
         if (s.Length == 0) continue;
-        if (!rt.covers(s.Handle, vi->ptag_id, s.Data.AddressBits, s.Length))
+        if (!rt.covers(s.Handle, vi->ptag_id, s.Data.AddressBits, s.Length, vi->region_flags()))
             return VIP_STATUS_PROTECTION_ERROR;
         segs[n++] = Segment{s.Data.AddressBits, s.Length};
         total += s.Length;

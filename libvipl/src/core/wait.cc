@@ -1,4 +1,5 @@
 #include "core/wait.h"
+#include "core/lifecycle.h"
 
 #include "core/clock.h"
 #include "core/config.h"
@@ -56,7 +57,7 @@ PollResult epoll_until(int ep, epoll_event *evs, int max, uint64_t deadline, int
 }
 
 bool vi_wait_set(Vi *vi) {
-    if (vi->wait_ep >= 0) return true;
+    if (vis().local(vi).wait_ep >= 0) return true;
     int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
     if (ep < 0) return false;
     epoll_event ev{};
@@ -66,20 +67,20 @@ bool vi_wait_set(Vi *vi) {
         fd_close(ep);
         return false;
     }
-    vi->wait_ep = ep;
+    vis().local(vi).wait_ep = ep;
     vi_wait_set_transport(vi);
     return true;
 }
 
 void vi_wait_set_transport(Vi *vi) {
-    if (vi->wait_ep < 0 || !vi->prov) return;
+    if (vis().local(vi).wait_ep < 0 || !vi->prov) return;
     pollfd fds[4];
     int n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
     for (int i = 0; i < n; ++i) {
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
         ev.data.u64 = 1;
-        epoll_ctl(vi->wait_ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
+        epoll_ctl(vis().local(vi).wait_ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
     }
 }
 
@@ -120,8 +121,8 @@ static void rearm_for_fd(Vi *vi) {
 }
 
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) {
-    std::lock_guard<Mutex> g(vi->lock);
-    if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
+    ViGuard g(vi);
+    if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
     WorkQueue &q = recv ? vi->rq : vi->sq;
     VIP_RETURN rc;
     if (take(q, out, &rc)) return rc;
@@ -140,8 +141,8 @@ static uint64_t spin_budget_ns(Vi *vi, const void *handle) {
     int me = sched_getcpu();
     int peer = -1;
     {
-        std::lock_guard<Mutex> g(vi->lock);
-        if (ViTable::still(vi, handle) && vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+        ViGuard g(vi);
+        if (vis().still(vi, handle) && vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
     }
     return (peer >= 0 && peer == me) ? 0 : ns;
 }
@@ -159,7 +160,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             // One lock per look: the transport may be torn down by another thread.
             if (vi->lock.try_lock()) {
                 bool got = false;
-                if (!ViTable::still(vi, handle)) {
+                if (!vis().still(vi, handle)) {
                     vi->lock.unlock();
                     return VIP_INVALID_PARAMETER;
                 }
@@ -186,8 +187,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         pollfd fds[5];
         int n = 0;
         {
-            std::lock_guard<Mutex> g(vi->lock);
-            if (!ViTable::still(vi, handle)) {
+            ViGuard g(vi);
+            if (!vis().still(vi, handle)) {
                 vi->sleepers.fetch_sub(1);
                 return VIP_INVALID_PARAMETER;
             }
@@ -214,7 +215,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         if (lone) {
             epoll_event evs[4];
             int got = 0;
-            pr = epoll_until(vi->wait_ep, evs, 4, deadline, &got);
+            pr = epoll_until(vis().local(vi).wait_ep, evs, 4, deadline, &got);
             for (int i = 0; i < got; ++i) (evs[i].data.u64 ? transport_event : doorbell) = true;
         } else {
             pr = poll_until(fds, n, deadline);
@@ -223,8 +224,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         }
         bool last = vi->sleepers.fetch_sub(1, std::memory_order_seq_cst) == 1;
         {
-            std::lock_guard<Mutex> g(vi->lock);
-            if (!ViTable::still(vi, handle)) return VIP_INVALID_PARAMETER;
+            ViGuard g(vi);
+            if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
             if (last && !vi->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi);
             if (doorbell) {
                 if (lone)
@@ -245,16 +246,17 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
 
 // ------------------------------------------------------------------- CQs
 
+// Members are copied out under the CQ's lock and visited without it: the
+// lock order is VI before CQ.  VI objects are type-stable, so a member that
+// went away meanwhile is recognised under its own lock.
+static thread_local std::vector<Vi *> t_members;
+
 static void progress_members(Cq *cq, bool arm) {
-    std::shared_ptr<const std::vector<Vi *>> members;
-    {
-        std::lock_guard<Mutex> g(cq->lock);
-        members = cq->snapshot;
-    }
-    if (!members) return;
-    for (Vi *vi : *members) {
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!vi->alive()) continue;
+    std::vector<Vi *> &members = t_members;
+    cq_members(cq, members);
+    for (Vi *vi : members) {
+        ViGuard g(vi);
+        if (!vis().alive(vi) || !vi->usable_here()) continue;
         if (arm) vi_rearm(vi);
         vi_progress(vi);
     }
@@ -284,7 +286,7 @@ void cq_rearm_for_fd(Cq *cq) {
 }
 
 VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
-    if (!CqTable::still(cq, handle)) return VIP_INVALID_PARAMETER;
+    if (!cqs().still(cq, handle)) return VIP_INVALID_PARAMETER;
     if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
     progress_members(cq, false);
     if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
@@ -293,15 +295,15 @@ VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *r
 }
 
 static bool members_pending(Cq *cq) {
-    std::shared_ptr<const std::vector<Vi *>> members;
+    std::vector<Vi *> &members = t_members;
     {
         std::lock_guard<Mutex> g(cq->lock);
         if (cq->head != cq->tail) return true;
-        members = cq->snapshot;
+        members.assign(cq->members, cq->members + cq->nmembers);
     }
-    for (Vi *vi : *members) {
+    for (Vi *vi : members) {
         if (!vi->lock.try_lock()) return true;
-        bool p = vi->alive() && vi->prov && vi->nic->ops->vi->pending(vi);
+        bool p = vis().alive(vi) && vi->usable_here() && vi->prov && vi->nic->ops->vi->pending(vi);
         vi->lock.unlock();
         if (p) return true;
     }
@@ -319,8 +321,8 @@ void cq_handle_wakeups(Cq *cq) {
         }
         Vi *vi = vis().lookup(reinterpret_cast<void *>(evs[i].data.u64));
         if (!vi) continue;
-        std::lock_guard<Mutex> g(vi->lock);
-        if (!vi->alive()) continue;
+        ViGuard g(vi);
+        if (!vis().alive(vi)) continue;
         vi_drain(vi);
         if (vi->prov) vi->nic->ops->vi->check_peer(vi);
         vi_progress(vi);
@@ -356,7 +358,7 @@ VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE 
         pollfd fd{cq->epfd, POLLIN, 0};
         PollResult pr = poll_until(&fd, 1, deadline);
         cq->sleepers.fetch_sub(1, std::memory_order_seq_cst);
-        if (!CqTable::still(cq, handle)) return VIP_INVALID_PARAMETER;
+        if (!cqs().still(cq, handle)) return VIP_INVALID_PARAMETER;
         cq_handle_wakeups(cq);
         if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
         if (pr == PollResult::interrupted) return VIP_INTERRUPTED;

@@ -71,6 +71,12 @@ struct ViOps {
     (Vi *vi, VIP_VI_ATTRIBUTES *remote_attrs, struct pollfd *fds, int *nfds, uint64_t *deadline);
     // Drops the transport; the peer's VI sees VIP_ERROR_CONN_LOST.
     void (*disconnect)(Vi *vi);
+    // A holder of a shareable VI leaves: close this process's copies of the
+    // transport's descriptors and mappings, touch nothing shared.
+    void (*leave)(Vi *vi);
+    // The transport's shared state may be half-changed (a holder died in the
+    // middle): tell the peer the connection is over and stop using it.
+    void (*abandon)(Vi *vi);
 
     VIP_RETURN (*post_send)(Vi *vi, WqEntry *e, const PostedDesc &d);
     void (*post_recv)(Vi *vi, WqEntry *e);

@@ -32,7 +32,7 @@ enum EndRdma : uint32_t { kEndRdmaWrite = 1, kEndRdmaRead = 2 };
 // One end's control block.  Written by its end, except `waiter`, whose armed
 // bit the peer clears when it rings the doorbell.
 struct alignas(kLine) EndCtl {
-    std::atomic<uint64_t> waiter;    // (epoch << 1) | armed
+    std::atomic<uint64_t> waiter;    // (epoch << 2) | WakeFor bits armed
     std::atomic<uint32_t> state;     // EndState
     std::atomic<uint32_t> reason;    // VIP_ERROR_CODE when broken
     std::atomic<uint64_t> broken_at; // position, in the ring this end reads, of the failed record
@@ -222,6 +222,10 @@ void p2p_free(Endpoint *ep);
 VIP_RETURN vi_create(Vi *vi);
 void vi_destroy(Vi *vi);
 void disconnect(Vi *vi);
+void leave(Vi *vi);
+void abandon(Vi *vi);
+// A shareable VI's connection stays open and mapped in fork children.
+void share_endpoint(Vi *vi, Endpoint *ep);
 // Releases the mapping and descriptors of a connection that ended (lock held).
 void transport_down(Vi *vi, Endpoint *ep);
 bool cross_memory_attach_works(pid_t pid, uint64_t probe_addr);

@@ -218,6 +218,7 @@ void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_
     ep->read_resp_sent = 0;
     ep->next_liveness = 0;
     ep->up = true;
+    share_endpoint(vi, ep);
 }
 
 // Acceptor side: creates the connection memory and completes the handshake.
@@ -234,7 +235,8 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
         return VIP_ERROR_RESOURCE;
     }
     void *map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-    if (map != MAP_FAILED) madvise(map, size, MADV_DONTFORK); // a fork child holds nothing of it
+    // A fork child holds nothing of a private VI's connection.
+    if (map != MAP_FAILED && !vi->shareable) madvise(map, size, MADV_DONTFORK);
     if (map == MAP_FAILED) {
         VIPL_ERROR("connection memory: %s", strerror(errno));
         fd_close(memfd);
@@ -300,7 +302,7 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
     void *map = sane ? mmap(nullptr, a.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)
                      : MAP_FAILED;
     fd_close(fds[0]);
-    if (map != MAP_FAILED) madvise(map, a.map_size, MADV_DONTFORK);
+    if (map != MAP_FAILED && !vi->shareable) madvise(map, a.map_size, MADV_DONTFORK);
     auto *h = static_cast<ConnHeader *>(map);
     if (map == MAP_FAILED || h->magic != kMagic || h->ring_size != a.ring_size ||
         h->header_size != a.header_size) {

@@ -1,5 +1,6 @@
 // Life of a shm endpoint: creation, teardown, peers' region tables, probing
 // whether cross-memory attach works between two processes.
+#include "core/arena.h"
 #include "core/config.h"
 #include "core/fds.h"
 #include "core/log.h"
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -21,6 +23,15 @@ const uint64_t kProbe[2] = {0x76697066726f6265ull, 0x0123456789abcdefull};
 
 Mutex g_peer_lock;
 std::vector<PeerRegions *> g_peers;
+
+// The lock is held across fork() so a child never inherits it taken.
+struct ForkHook {
+    ForkHook() {
+        pthread_atfork([] { g_peer_lock.lock(); }, [] { g_peer_lock.unlock(); },
+                       [] { g_peer_lock.unlock(); });
+    }
+};
+ForkHook g_fork_hook;
 
 } // namespace
 
@@ -97,10 +108,30 @@ bool peer_region(const PeerRegions *p, VIP_MEM_HANDLE h, RegionEntry *out) {
 }
 
 VIP_RETURN vi_create(Vi *vi) {
-    auto *ep = new (std::nothrow) Endpoint;
-    if (!ep) return VIP_ERROR_RESOURCE;
-    vi->prov = ep;
+    // A shareable VI's transport state is shared with its holders too.
+    void *mem = object_alloc(sizeof(Endpoint), vi->shareable);
+    if (!mem) return VIP_ERROR_RESOURCE;
+    vi->prov = new (mem) Endpoint;
     return VIP_SUCCESS;
+}
+
+void leave(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep) return;
+    // Our copies only: the holders that stay keep theirs, and the state.
+    if (ep->sock >= 0) close(ep->sock);
+    if (ep->peer_efd >= 0) close(ep->peer_efd);
+    if (ep->map) munmap(ep->map, ep->map_size);
+}
+
+void abandon(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return;
+    ep->me->reason.store(VIP_ERROR_CONN_LOST, std::memory_order_relaxed);
+    ep->me->broken_at.store(UINT64_MAX, std::memory_order_relaxed);
+    ep->me->state.store(kEndBroken, std::memory_order_release);
+    ring_peer(vi, ep, kWakeAny);
+    transport_down(vi, ep);
 }
 
 void transport_down(Vi *, Endpoint *ep) {
@@ -128,8 +159,18 @@ void vi_destroy(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep) return;
     disconnect(vi);
-    delete ep;
+    ep->~Endpoint();
+    object_free(ep, sizeof(Endpoint), vi->shareable);
     vi->prov = nullptr;
+}
+
+void share_endpoint(Vi *vi, Endpoint *ep) {
+    if (!vi->shareable) return;
+    fd_share(ep->sock);
+    fd_share(ep->peer_efd);
+    if (ep->peer_regions)
+        madvise(const_cast<RegionEntry *>(ep->peer_regions->entries),
+                static_cast<size_t>(ep->peer_regions->count) * sizeof(RegionEntry), MADV_DOFORK);
 }
 
 } // namespace vipl::shm
