@@ -84,11 +84,19 @@ extern "C" {
  * VipCreateCQ with flags: VIP_CQ_SHAREABLE makes a CQ that shareable VIs
  * can use, shared with fork children like them.  Returns as VipCreateCQ,
  * and VIP_INVALID_PARAMETER for unknown flags.
+ * Child: a shareable CQ is usable by the children forked after it was
+ * created; VipDestroyCQ there drops only that child's reference.
+ * Signal handler: not allowed (VIP_ERROR_REENTERED inside another call).
+ * Threads: any, concurrently with VipCQDone/VipCQWait elsewhere.
  */
 VIP_RETURN VipCreateCQEx(IN VIP_NIC_HANDLE NicHandle, IN VIP_ULONG EntryCount, IN VIP_ULONG Flags,
                          OUT VIP_CQ_HANDLE *CQHandle);
 
-/* Name of a return code ("VIP_SUCCESS"...), or "VIP_UNKNOWN". Never NULL. */
+/*
+ * Name of a return code ("VIP_SUCCESS"...), or "VIP_UNKNOWN".  Never NULL.
+ * Needs no VIPL state: safe in a child, under threads, and (it only reads a
+ * constant table) in a signal handler.
+ */
 const char *VipReturnString(VIP_RETURN Code);
 
 /* ------------------------------------------------------ waitable descriptors */
@@ -102,10 +110,17 @@ const char *VipReturnString(VIP_RETURN Code);
  * Done that returns VIP_NOT_DONE re-arms the fd; the fd may stay readable
  * until then (a spurious wake-up is possible, a missed one is not).
  * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_ERROR_RESOURCE.
+ * Child: closed in a fork child for a private VI; for a shareable VI it is
+ * inherited and keeps working (each holder may also ask for its own).
+ * Signal handler: the fd may be polled from one; the call may not be made.
+ * Threads: any; several threads may poll the same fd.
  */
 VIP_RETURN VipGetViWaitFd(IN VIP_VI_HANDLE ViHandle, OUT int *Fd);
 
-/* The same for a completion queue: readable when VipCQDone would return an entry. */
+/*
+ * The same for a completion queue: readable when VipCQDone would return an
+ * entry.  Child, signal and thread rules as VipGetViWaitFd.
+ */
 VIP_RETURN VipGetCQWaitFd(IN VIP_CQ_HANDLE CQHandle, OUT int *Fd);
 
 /* ---------------------------------------------------------------- counters */
@@ -123,7 +138,11 @@ typedef struct {
     VIP_UINT64 Sleeps;        /* waits that slept in the kernel */
 } VIP_VI_COUNTERS;
 
-/* Counters of a VI since it was created.  Returns VIP_SUCCESS, VIP_INVALID_PARAMETER. */
+/*
+ * Counters of a VI since it was created (all holders of a shareable VI add
+ * to the same counters).  Returns VIP_SUCCESS, VIP_INVALID_PARAMETER.
+ * Child: as every VI call.  Signal handler: not allowed.  Threads: any.
+ */
 VIP_RETURN VipQueryViCounters(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_COUNTERS *Counters);
 
 /* ------------------------------------------------------- introspection */
@@ -134,7 +153,10 @@ typedef struct {
     const char *Summary;
 } VIP_PROVIDER_INFO;
 
-/* Number of providers built in, and each one's description (Index from 0). */
+/*
+ * Number of providers built in, and each one's description (Index from 0).
+ * No state: safe in a child and under threads; not in a signal handler.
+ */
 VIP_ULONG VipProviderCount(void);
 VIP_RETURN VipProviderInfo(IN VIP_ULONG Index, OUT VIP_PROVIDER_INFO *Info);
 
@@ -147,7 +169,9 @@ typedef struct {
 
 /*
  * Configuration keys, read once from VIPL_* environment variables when the
- * library is first used.  The strings live as long as the process.
+ * library is first used.  The strings live as long as the process.  A fork
+ * child keeps its parent's configuration (change the environment before
+ * exec, not after fork).  Threads: any.  Signal handler: not allowed.
  */
 VIP_ULONG VipConfigCount(void);
 VIP_RETURN VipConfigInfo(IN VIP_ULONG Index, OUT VIP_CONFIG_INFO *Info);

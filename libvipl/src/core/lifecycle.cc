@@ -115,14 +115,27 @@ VIP_RETURN vi_destroy(Vi *vi, const void *handle, bool force) {
 
 VIP_RETURN cq_destroy_checked(Cq *cq, const void *handle, bool force) {
     Nic *nic = cq->nic;
-    std::lock_guard<Mutex> ng(nic->lock);
+    bool own_nic = nic->owner == self_token(); // see vi_destroy
+    std::unique_lock<Mutex> ng(nic->lock, std::defer_lock);
+    if (own_nic) ng.lock();
+    bool leave;
     {
         std::lock_guard<Mutex> g(cq->lock);
+        cq->lock.clear_owner_died(); // a CQ's state stays consistent entry by entry
         if (!cqs().still(cq, handle)) return VIP_INVALID_PARAMETER;
-        if (!force && cq->nmembers) return VIP_INVALID_STATE;
+        leave = cq->shareable && cq->holders->others_alive(self_token());
+        if (!leave && !force && cq->nmembers) return VIP_INVALID_STATE;
     }
     notifier_watch_cq(cq, false);
-    nic->cqs.erase(std::remove(nic->cqs.begin(), nic->cqs.end(), cq), nic->cqs.end());
+    if (own_nic) nic->cqs.erase(std::remove(nic->cqs.begin(), nic->cqs.end(), cq), nic->cqs.end());
+    if (leave) {
+        // Our copies of its descriptors only; the others keep the CQ.
+        close(cq->efd);
+        close(cq->epfd);
+        cq->holders->remove(self_token());
+        cqs().release(cq, false);
+        return VIP_SUCCESS;
+    }
     cq_destroy(cq);
     return VIP_SUCCESS;
 }

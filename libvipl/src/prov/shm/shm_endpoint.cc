@@ -118,6 +118,17 @@ VIP_RETURN vi_create(Vi *vi) {
 void leave(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep) return;
+    // RDMA initiators reach this end's memory through a holder's pid: hand
+    // that role to a holder that stays (shareable memory is the same in all).
+    if (ep->up && ep->me && ep->me->pid == static_cast<uint32_t>(self_pid()))
+        for (int i = 0; i < Holders::kMax; ++i) {
+            uint64_t t = vi->holders->token[i].load(std::memory_order_acquire);
+            int32_t pid = vi->holders->pid[i].load(std::memory_order_acquire);
+            if (t && t != self_token() && pid > 0) {
+                ep->me->pid = static_cast<uint32_t>(pid);
+                break;
+            }
+        }
     // Our copies only: the holders that stay keep theirs, and the state.
     if (ep->sock >= 0) close(ep->sock);
     if (ep->peer_efd >= 0) close(ep->peer_efd);

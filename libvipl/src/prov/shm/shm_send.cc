@@ -129,7 +129,8 @@ Push push_rdma_write(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     if (!(e.flags & kDataMoved)) {
         if (!remote_allows(ep, d.rhandle, d.raddr, d.length, true))
             return refuse_rdma(vi, ep, e, true);
-        uint64_t moved = cma_write(ep->peer_pid, d.segs, d.nseg, d.raddr, d.length);
+        uint64_t moved =
+            cma_write(static_cast<pid_t>(ep->peer->pid), d.segs, d.nseg, d.raddr, d.length);
         if (moved != d.length) {
             wq_complete(vi, vi->sq, e, VIP_STATUS_OP_RDMA_WRITE | VIP_STATUS_TRANSPORT_ERROR, 0);
             if (reliable(ep))
@@ -158,7 +159,8 @@ Push push_rdma_read(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint6
         if (!remote_allows(ep, d.rhandle, d.raddr, d.length, false))
             return refuse_rdma(vi, ep, e, false);
         Segment remote{d.raddr, d.length};
-        uint64_t moved = cma_read(ep->peer_pid, d.segs, d.nseg, &remote, 1, d.length);
+        uint64_t moved =
+            cma_read(static_cast<pid_t>(ep->peer->pid), d.segs, d.nseg, &remote, 1, d.length);
         uint32_t status =
             VIP_STATUS_OP_RDMA_READ | (moved == d.length ? 0 : VIP_STATUS_TRANSPORT_ERROR);
         wq_complete(vi, vi->sq, e, status, static_cast<uint32_t>(moved));
