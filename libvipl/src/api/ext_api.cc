@@ -56,12 +56,7 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
             epoll_event ev{};
             ev.events = EPOLLIN;
             epoll_ctl(ep, EPOLL_CTL_ADD, vi->efd, &ev);
-            pollfd fds[4];
-            int n = vi->prov ? vi->nic->ops->vi->wait_fds(vi, fds, 4) : 0;
-            for (int i = 0; i < n; ++i) {
-                ev.events = EPOLLIN | EPOLLRDHUP;
-                epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
-            }
+            watch_transport(ep, vi, 0, true);
             vis().local(vi).user_fd = ep;
         }
         vi->fd_mode.store(true);

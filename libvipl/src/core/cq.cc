@@ -1,5 +1,6 @@
 #include "core/cq.h"
 #include "core/lifecycle.h"
+#include "core/wait.h"
 
 #include "core/arena.h"
 #include "core/config.h"
@@ -173,14 +174,7 @@ void cq_detach(Cq *cq, Vi *vi) {
 }
 
 void cq_watch_fds(Cq *cq, Vi *vi, bool add) {
-    pollfd fds[4];
-    int n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
-    for (int i = 0; i < n; ++i) {
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.u64 = reinterpret_cast<uint64_t>(vis().handle_of(vi));
-        epoll_ctl(cq->epfd, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, fds[i].fd, add ? &ev : nullptr);
-    }
+    watch_transport(cq->epfd, vi, reinterpret_cast<uint64_t>(vis().handle_of(vi)), add);
 }
 
 } // namespace vipl

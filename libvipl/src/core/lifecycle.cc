@@ -24,17 +24,19 @@ void vi_connected_locked(Vi *vi) {
     Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;
     if (scq) cq_watch_fds(scq, vi, true);
     if (rcq && rcq != scq) cq_watch_fds(rcq, vi, true);
-    if (vis().local(vi).user_fd >= 0) {
-        pollfd fds[4];
-        int n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
-        for (int i = 0; i < n; ++i) {
-            epoll_event ev{};
-            ev.events = EPOLLIN | EPOLLRDHUP;
-            epoll_ctl(vis().local(vi).user_fd, EPOLL_CTL_ADD, fds[i].fd, &ev);
-        }
-    }
+    watch_transport(vis().local(vi).user_fd, vi, 0, true);
     vi_wait_set_transport(vi);
     notifier_watch_vi(vi, true);
+}
+
+void vi_transport_closing(Vi *vi) {
+    if (!vi->prov || !vi->usable_here()) return;
+    notifier_unwatch_transport(vi);
+    Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;
+    if (scq) cq_watch_fds(scq, vi, false);
+    if (rcq && rcq != scq) cq_watch_fds(rcq, vi, false);
+    watch_transport(vis().local(vi).user_fd, vi, 0, false);
+    watch_transport(vis().local(vi).wait_ep, vi, 0, false);
 }
 
 void vi_check_poison(Vi *vi) {
@@ -68,6 +70,7 @@ static void close_local(Vi *vi) {
 // A holder of a shareable VI leaves while others keep it: it closes its own
 // copies of the descriptors and mappings and forgets the handle.
 static void vi_leave_locked(Vi *vi) {
+    vi_transport_closing(vi);
     notifier_watch_vi(vi, false);
     if (vi->prov) vi->nic->ops->vi->leave(vi);
     close_local(vi);

@@ -8,6 +8,10 @@ namespace vipl {
 // Marks a VI Connected once its provider finished connecting (vi->lock
 // held) and starts watching its transport descriptors.
 void vi_connected_locked(Vi *vi);
+// A provider is about to close the transport descriptors it returned from
+// wait_fds (lock held): every epoll set of this process forgets them first,
+// so none keeps watching a descriptor a fork child may still hold open.
+void vi_transport_closing(Vi *vi);
 // A holder of a shareable VI died holding its lock (the robust lock said so,
 // lock held): the VI goes to the Error state for every holder.
 void vi_check_poison(Vi *vi);

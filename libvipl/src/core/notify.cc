@@ -47,17 +47,24 @@ void add_fd(int fd, void *handle) {
         epoll_ctl(g.epfd, EPOLL_CTL_MOD, fd, &ev);
 }
 
-// The transport's descriptors (peer hang-up) of a connected VI.
+// The transport's hang-up descriptors of a connected VI: for a hang-up only,
+// never for data (the program's own calls take that).
 void watch_vi_fds(Vi *vi, bool add) {
     void *h = vis().handle_of(vi);
     pollfd fds[4];
     int n = 0;
     if (vi->prov) n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
     for (int i = 0; i < n; ++i) {
-        if (add)
-            add_fd(fds[i].fd, h);
-        else
+        if (!(fds[i].events & POLLRDHUP)) continue;
+        if (!add) {
             epoll_ctl(g.epfd, EPOLL_CTL_DEL, fds[i].fd, nullptr);
+            continue;
+        }
+        epoll_event ev{};
+        ev.events = EPOLLRDHUP;
+        ev.data.u64 = reinterpret_cast<uint64_t>(h);
+        if (epoll_ctl(g.epfd, EPOLL_CTL_ADD, fds[i].fd, &ev) < 0 && errno == EEXIST)
+            epoll_ctl(g.epfd, EPOLL_CTL_MOD, fds[i].fd, &ev);
     }
 }
 
@@ -310,6 +317,13 @@ void notifier_watch_vi(Vi *vi, bool add) {
     }
     watch_doorbell(vi, vis().handle_of(vi), add && has_notify);
     poke_locked();
+}
+
+void notifier_unwatch_transport(Vi *vi) {
+    std::lock_guard<Mutex> l(g.lock);
+    if (!g.running || !vis().local(vi).watched) return;
+    vis().local(vi).watched = false;
+    watch_vi_fds(vi, false);
 }
 
 void notifier_watch_cq(Cq *cq, bool add) {

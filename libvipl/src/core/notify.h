@@ -18,6 +18,8 @@ void notifier_poke();
 // Watches (or stops watching) a connected VI / a CQ with a Notify handler.
 void notifier_watch_vi(Vi *vi, bool add);
 void notifier_watch_cq(Cq *cq, bool add);
+// Stops watching a VI's transport descriptors (about to be closed).
+void notifier_unwatch_transport(Vi *vi);
 // In a fork child: the thread does not exist there.
 void notifier_forget_after_fork();
 void notifier_lock_for_fork();

@@ -56,6 +56,24 @@ PollResult epoll_until(int ep, epoll_event *evs, int max, uint64_t deadline, int
     }
 }
 
+void watch_transport(int ep, Vi *vi, uint64_t data, bool add, uint32_t extra) {
+    if (ep < 0 || !vi->prov) return;
+    pollfd fds[4];
+    int n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
+    for (int i = 0; i < n; ++i) {
+        if (!add) {
+            epoll_ctl(ep, EPOLL_CTL_DEL, fds[i].fd, nullptr);
+            continue;
+        }
+        epoll_event ev{};
+        ev.events = extra | ((fds[i].events & POLLIN) ? uint32_t(EPOLLIN) : 0u) |
+                    ((fds[i].events & POLLOUT) ? uint32_t(EPOLLOUT) : 0u) |
+                    ((fds[i].events & POLLRDHUP) ? uint32_t(EPOLLRDHUP) : 0u);
+        ev.data.u64 = data;
+        epoll_ctl(ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
+    }
+}
+
 bool vi_wait_set(Vi *vi) {
     if (vis().local(vi).wait_ep >= 0) return true;
     int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
@@ -73,15 +91,7 @@ bool vi_wait_set(Vi *vi) {
 }
 
 void vi_wait_set_transport(Vi *vi) {
-    if (vis().local(vi).wait_ep < 0 || !vi->prov) return;
-    pollfd fds[4];
-    int n = vi->nic->ops->vi->wait_fds(vi, fds, 4);
-    for (int i = 0; i < n; ++i) {
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
-        ev.data.u64 = 1;
-        epoll_ctl(vis().local(vi).wait_ep, EPOLL_CTL_ADD, fds[i].fd, &ev);
-    }
+    watch_transport(vis().local(vi).wait_ep, vi, 1, true, EPOLLET);
 }
 
 void vi_arm(Vi *vi, unsigned what) {
@@ -137,7 +147,7 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
 
 static uint64_t spin_budget_ns(Vi *vi, const void *handle) {
     uint64_t ns = static_cast<uint64_t>(config().spin_us) * 1000;
-    if (!ns) return 0;
+    if (!ns || !(vi->nic->ops->vi->wait_caps & kCapSpin)) return 0;
     int me = sched_getcpu();
     int peer = -1;
     {
@@ -203,7 +213,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                 if (vi->sleepers.fetch_sub(1) == 1) vi_disarm(vi);
                 return rc;
             }
-            if (lone && !vi_wait_set(vi)) lone = false;
+            if (lone && (!(vi->nic->ops->vi->wait_caps & kCapEdge) || !vi_wait_set(vi)))
+                lone = false;
             if (!lone) {
                 fds[n++] = pollfd{vi->efd, POLLIN, 0};
                 if (vi->prov) n += vi->nic->ops->vi->wait_fds(vi, fds + n, 4);

@@ -16,6 +16,10 @@ PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline);
 // The same with epoll_wait on ep; *got events are in evs.
 PollResult epoll_until(int ep, struct epoll_event *evs, int max, uint64_t deadline, int *got);
 
+// Adds (or removes) a VI's transport descriptors to the epoll set ep with
+// the events the provider asks for, plus `extra` (EPOLLET...), tagged data.
+void watch_transport(int ep, Vi *vi, uint64_t data, bool add, uint32_t extra = 0);
+
 // The edge-triggered set of a VI's lone sleeper: its doorbell (data 0) and its
 // transport's descriptors (data 1).  Created on first use (lock held); false
 // if it cannot be.

@@ -18,6 +18,12 @@ namespace vipl {
 
 enum WakeFor : unsigned { kWakeRecv = 1, kWakeSend = 2, kWakeAny = 3 };
 
+// kCapSpin: `pending` is cheap enough to spin on before sleeping.  kCapEdge:
+// every event makes a wait descriptor newly ready, and progress leaves
+// nothing behind that a new event would have to announce, so a lone sleeper
+// may wait edge-triggered.  Without it the core polls level-triggered.
+enum WaitCaps : unsigned { kCapSpin = 1, kCapEdge = 2 };
+
 struct Segment {
     uint64_t addr;
     uint64_t len;
@@ -92,7 +98,11 @@ struct ViOps {
     void (*disarm)(Vi *vi);
     // Whether the last arming is still pending (the peer has not rung since).
     bool (*armed)(Vi *vi);
-    // Descriptors to poll besides vi->efd while sleeping (peer hang-up...).
+    // Descriptors to poll besides vi->efd while sleeping, with the events
+    // that matter (POLLIN: something to progress; POLLRDHUP alone: the peer
+    // hung up).  The notification thread watches the POLLRDHUP ones for
+    // hang-ups only.  The set may change when the connection does; a
+    // provider calls vi_transport_closing before closing one of them.
     int (*wait_fds)(Vi *vi, struct pollfd *fds, int max);
     // One of those descriptors woke a sleeper: look at the peer now rather
     // than at the next periodic check.
@@ -100,6 +110,8 @@ struct ViOps {
     // Publishes the CPU this side waits on; returns the CPU the peer last
     // waited on, or -1.  Spinning is pointless when both are the same.
     int (*exchange_cpu)(Vi *vi, int my_cpu);
+    // WaitCaps: how the core may wait on this transport.
+    unsigned wait_caps;
 };
 
 struct ProviderOps {

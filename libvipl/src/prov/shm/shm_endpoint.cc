@@ -3,6 +3,7 @@
 #include "core/arena.h"
 #include "core/config.h"
 #include "core/fds.h"
+#include "core/lifecycle.h"
 #include "core/log.h"
 #include "core/vi.h"
 #include "prov/shm/shm.h"
@@ -145,7 +146,8 @@ void abandon(Vi *vi) {
     transport_down(vi, ep);
 }
 
-void transport_down(Vi *, Endpoint *ep) {
+void transport_down(Vi *vi, Endpoint *ep) {
+    if (ep->sock >= 0) vi_transport_closing(vi);
     if (ep->sock >= 0) fd_close(ep->sock);
     if (ep->peer_efd >= 0) fd_close(ep->peer_efd);
     if (ep->map) munmap(ep->map, ep->map_size);

@@ -78,6 +78,7 @@ const ViOps kViOps = {
     .wait_fds = wait_fds,
     .check_peer = check_peer,
     .exchange_cpu = exchange_cpu,
+    .wait_caps = kCapSpin | kCapEdge,
 };
 
 } // namespace
