@@ -65,11 +65,11 @@ int main(int argc, char **argv) {
         for (VIP_ULONG i = 0; i < VipProviderCount(); ++i) {
             VIP_PROVIDER_INFO p;
             VipProviderInfo(i, &p);
-            char devices[256];
+            // The first device of each provider; the others differ in address only.
+            char devices[1024];
             snprintf(devices, sizeof devices, "%s", p.Devices);
-            for (char *save, *d = strtok_r(devices, ", ", &save); d;
-                 d = strtok_r(nullptr, ", ", &save))
-                print_nic(d);
+            char *save;
+            if (char *d = strtok_r(devices, ", ", &save)) print_nic(d);
         }
         printf("\n");
     }

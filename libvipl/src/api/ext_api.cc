@@ -103,7 +103,7 @@ VIP_RETURN VipProviderInfo(VIP_ULONG Index, VIP_PROVIDER_INFO *Info) {
     if (!Info || Index >= provider_count()) return VIP_INVALID_PARAMETER;
     const ProviderOps *p = provider_at(Index);
     Info->Name = p->name;
-    Info->Devices = p->devices;
+    Info->Devices = p->devices();
     Info->Summary = p->summary;
     return VIP_SUCCESS;
 }

@@ -64,6 +64,14 @@ const Row kRows[] = {
         "use cross-memory attach (process_vm_readv/writev); 0 forces the pipelined copy"),
     ROW("SHARED_ARENA_MB", "16384", u32, shared_arena_mb, 16, 1u << 20,
         "address space reserved (not committed) for shareable objects, shared with fork children"),
+    ROW("TCP_PORT_BASE", "20000", u32, tcp_port_base, 1, 65535,
+        "tcp provider: first TCP port discriminators hash to (two-byte discriminators name "
+        "their port directly)"),
+    ROW("TCP_PORT_RANGE", "12000", u32, tcp_port_range, 1, 65535,
+        "tcp provider: how many ports from TCP_PORT_BASE discriminators hash to"),
+    ROW("TCP_DEAD_MS", "1500", u32, tcp_dead_ms, 100, 3600000,
+        "tcp provider: a silent link is declared dead after about this long (keepalive and "
+        "unacknowledged data), plus at most one second of probe interval"),
 };
 #undef ROW
 
@@ -133,6 +141,10 @@ void load() {
     if (ring & (ring - 1)) {
         bad.push_back("VIPL_SHM_RING_SIZE (not a power of two)");
         ring = 8192;
+    }
+    if (cfg.tcp_port_base + cfg.tcp_port_range > 65536) {
+        bad.push_back("VIPL_TCP_PORT_RANGE (runs past port 65535)");
+        cfg.tcp_port_range = 65536 - cfg.tcp_port_base;
     }
     g_config = cfg;
     // Not VIPL_WARN: it would re-enter config() while call_once is still running.

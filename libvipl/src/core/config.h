@@ -26,6 +26,9 @@ struct Config {
     bool force_doorbell;         // FORCE_DOORBELL
     bool cma;                    // CMA
     uint32_t shared_arena_mb;    // SHARED_ARENA_MB
+    uint32_t tcp_port_base;      // TCP_PORT_BASE
+    uint32_t tcp_port_range;     // TCP_PORT_RANGE
+    uint32_t tcp_dead_ms;        // TCP_DEAD_MS
 };
 
 // The configuration of this process; parsed on first use, thread safe.

@@ -133,6 +133,7 @@ enum WqFlags : uint16_t {
     kWqProv1 = 0x100, // free for the provider
     kWqProv2 = 0x200,
     kWqProv3 = 0x400,
+    kWqProv4 = 0x800,
 };
 
 struct WqEntry {

@@ -10,5 +10,10 @@ VIP_RETURN autodiscovery(Nic *, VIP_AUTODISCOVERY_LIST *);
 VIP_RETURN peer_request(Vi *, const VIP_NET_ADDRESS *, const VIP_NET_ADDRESS *, uint64_t);
 VIP_RETURN peer_progress(Vi *, VIP_VI_ATTRIBUTES *, pollfd *, int *, uint64_t *);
 int exchange_cpu(Vi *, int);
+// For transports whose descriptors become ready by themselves (sockets):
+// there is no doorbell to arm, and nothing rings one.
+void arm(Vi *, unsigned);
+void disarm(Vi *);
+bool armed(Vi *);
 
 } // namespace vipl::enosys

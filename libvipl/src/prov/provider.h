@@ -117,7 +117,8 @@ struct ViOps {
 struct ProviderOps {
     size_t size;
     const char *name;
-    const char *devices;
+    // Device names it opens on this host, separated by spaces (made once).
+    const char *(*devices)();
     const char *summary;
     bool (*matches)(const char *device);
     const NicOps *nic;

@@ -4,9 +4,10 @@
 namespace vipl {
 
 extern const ProviderOps shm_provider;
+extern const ProviderOps tcp_provider;
 
 namespace {
-const ProviderOps *const kProviders[] = {&shm_provider};
+const ProviderOps *const kProviders[] = {&shm_provider, &tcp_provider};
 }
 
 size_t provider_count() {

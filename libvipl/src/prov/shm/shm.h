@@ -260,15 +260,10 @@ void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, VIP_ERROR_CODE
 // shm_rdma.cc
 // Initiator side checks against the peer's region table and VI.
 bool remote_allows(Endpoint *ep, VIP_MEM_HANDLE h, uint64_t addr, uint64_t len, bool write);
-// Target side checks against our own table and VI.
-bool local_allows(Vi *vi, VIP_MEM_HANDLE h, uint64_t addr, uint64_t len, bool write);
 // Cross-memory copies; return bytes moved.
 uint64_t cma_read(pid_t pid, const Segment *local, uint32_t nlocal, const Segment *remote,
                   uint32_t nremote, uint64_t len);
 uint64_t cma_write(pid_t pid, const Segment *local, uint32_t nlocal, uint64_t raddr, uint64_t len);
-// Copies between a linear buffer and a segment list, starting at byte offset.
-void gather(uint8_t *dst, const Segment *segs, uint32_t nseg, uint64_t offset, uint64_t len);
-void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t *src, uint64_t len);
 
 // shm_doorbell.cc
 void arm(Vi *vi, unsigned what);

@@ -217,7 +217,7 @@ namespace vipl {
 extern const ProviderOps shm_provider = {
     sizeof(ProviderOps),
     "shm",
-    "shm0",
+    [] { return "shm0"; },
     "same host: shared-memory rings, COPY-SEND-COPY below COPY_THRESHOLD, SEND-GET above "
     "(process_vm_readv), doorbell only when the peer sleeps",
     shm::matches,

@@ -1,4 +1,5 @@
-// RDMA protection checks and the copies: cross-memory attach and segment lists.
+// RDMA protection checks against a peer's table, and cross-memory attach copies.
+#include "core/segments.h"
 #include "prov/shm/shm.h"
 
 #include <cerrno>
@@ -16,31 +17,7 @@ bool remote_allows(Endpoint *ep, VIP_MEM_HANDLE h, uint64_t addr, uint64_t len, 
            addr >= e.base && len <= e.length && addr - e.base <= e.length - len;
 }
 
-bool local_allows(Vi *vi, VIP_MEM_HANDLE h, uint64_t addr, uint64_t len, bool write) {
-    if (!(write ? vi->attrs.EnableRdmaWrite : vi->attrs.EnableRdmaRead)) return false;
-    const RegionEntry *e = vi->nic->regions.find(h);
-    uint32_t need = write ? kRegionRdmaWrite : kRegionRdmaRead;
-    return e && (e->flags.load(std::memory_order_acquire) & need) &&
-           vi->nic->regions.covers(h, vi->ptag_id, addr, len);
-}
-
 namespace {
-
-// Fills iov with up to len bytes of segs, starting at byte offset; returns the count.
-int to_iov(const Segment *segs, uint32_t nseg, uint64_t offset, uint64_t len, iovec *iov, int max) {
-    int n = 0;
-    for (uint32_t i = 0; i < nseg && len && n < max; ++i) {
-        if (offset >= segs[i].len) {
-            offset -= segs[i].len;
-            continue;
-        }
-        uint64_t take = std::min(segs[i].len - offset, len);
-        iov[n++] = iovec{reinterpret_cast<void *>(segs[i].addr + offset), take};
-        len -= take;
-        offset = 0;
-    }
-    return n;
-}
 
 using CmaFn = ssize_t (*)(pid_t, const iovec *, unsigned long, const iovec *, unsigned long,
                           unsigned long);
@@ -52,8 +29,8 @@ uint64_t cma_copy(CmaFn fn, pid_t pid, const Segment *local, uint32_t nlocal, co
     int saved = errno;
     while (done < len) {
         iovec liov[256], riov[256];
-        int nl = to_iov(local, nlocal, done, len - done, liov, 256);
-        int nr = to_iov(remote, nremote, done, len - done, riov, 256);
+        int nl = segments_to_iov(local, nlocal, done, len - done, liov, 256);
+        int nr = segments_to_iov(remote, nremote, done, len - done, riov, 256);
         if (!nl || !nr) break;
         ssize_t n = fn(pid, liov, nl, riov, nr, 0);
         if (n <= 0) {
@@ -78,35 +55,6 @@ uint64_t cma_write(pid_t pid, const Segment *local, uint32_t nlocal, uint64_t ra
     if (len == 0) return 0;
     Segment remote{raddr, len};
     return cma_copy(process_vm_writev, pid, local, nlocal, &remote, 1, len);
-}
-
-void gather(uint8_t *dst, const Segment *segs, uint32_t nseg, uint64_t offset, uint64_t len) {
-    for (uint32_t i = 0; i < nseg && len; ++i) {
-        if (offset >= segs[i].len) {
-            offset -= segs[i].len;
-            continue;
-        }
-        uint64_t take = std::min(segs[i].len - offset, len);
-        memcpy(dst, reinterpret_cast<const void *>(segs[i].addr + offset), take);
-        dst += take;
-        len -= take;
-        offset = 0;
-    }
-}
-
-void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t *src,
-             uint64_t len) {
-    for (uint32_t i = 0; i < nseg && len; ++i) {
-        if (offset >= segs[i].len) {
-            offset -= segs[i].len;
-            continue;
-        }
-        uint64_t take = std::min(segs[i].len - offset, len);
-        memcpy(reinterpret_cast<void *>(segs[i].addr + offset), src, take);
-        src += take;
-        len -= take;
-        offset = 0;
-    }
 }
 
 } // namespace vipl::shm

@@ -1,6 +1,7 @@
 // Receiving: the receiver's progress consumes the in ring, completes receive
 // descriptors, serves RDMA through the ring and notices a peer that is gone.
 #include "core/config.h"
+#include "core/segments.h"
 #include "core/vi.h"
 #include "prov/shm/shm.h"
 
@@ -160,8 +161,8 @@ Step rdma_write_fragment(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         return Step::next;
     }
     if (uint64_t(b->offset) + r->len > b->total) return Step::failed;
-    if (!local_allows(vi, b->rhandle, b->raddr + b->offset, r->len, true) ||
-        (first && !local_allows(vi, b->rhandle, b->raddr, b->total, true))) {
+    if (!target_allows(vi, b->rhandle, b->raddr + b->offset, r->len, true) ||
+        (first && !target_allows(vi, b->rhandle, b->raddr, b->total, true))) {
         if (reliable(ep)) {
             break_connection(vi, ep, VIP_ERROR_RDMAW_PROT, VIP_ERROR_CONN_LOST, pos);
             return Step::failed;
@@ -185,7 +186,7 @@ Step rdma_write_fragment(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
 // Target side of an RDMA read through the ring: answer in pieces on our out ring.
 Step rdma_read_request(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
     auto *b = reinterpret_cast<const ReadReqBody *>(r + 1);
-    if (ep->read_resp_sent == 0 && !local_allows(vi, b->rhandle, b->raddr, b->total, false)) {
+    if (ep->read_resp_sent == 0 && !target_allows(vi, b->rhandle, b->raddr, b->total, false)) {
         break_connection(vi, ep, VIP_ERROR_RDMAR_PROT, VIP_ERROR_CONN_LOST, pos);
         return Step::failed;
     }

@@ -1,6 +1,7 @@
 // Sending: posting descriptors into the out ring, RDMA by the initiator,
 // completing sends once the receiver has consumed them.
 #include "core/config.h"
+#include "core/segments.h"
 #include "core/vi.h"
 #include "prov/shm/shm.h"
 

@@ -1,0 +1,182 @@
+// Life of a tcp endpoint: creation, the connected socket's tuning,
+// teardown, failures, and what waiters poll.
+#include "core/arena.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/fds.h"
+#include "core/lifecycle.h"
+#include "core/log.h"
+#include "core/vi.h"
+#include "prov/tcp/tcp.h"
+
+#include <cerrno>
+#include <cstring>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+namespace vipl::tcp {
+namespace {
+
+// A silent peer is dead after TCP_DEAD_MS: unacknowledged data gives up
+// then (TCP_USER_TIMEOUT), and an idle connection probes every second or so
+// so that the same timeout applies to it.
+void tune_socket(int fd) {
+    const Config &c = config();
+    int one = 1;
+    int probe_s = std::max<int>(1, static_cast<int>(c.tcp_dead_ms / 3000));
+    int count = std::max<int>(2, static_cast<int>(c.tcp_dead_ms / 1000 / probe_s) + 1);
+    unsigned timeout = c.tcp_dead_ms;
+    int saved = errno;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &probe_s, sizeof probe_s);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &probe_s, sizeof probe_s);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
+    errno = saved;
+}
+
+void free_rx(Vi *vi, Endpoint *ep) {
+    if (ep->rx) object_free(ep->rx, kRxBuffer, vi->shareable);
+    ep->rx = nullptr;
+}
+
+} // namespace
+
+VIP_RETURN vi_create(Vi *vi) {
+    void *mem = object_alloc(sizeof(Endpoint), vi->shareable);
+    if (!mem) return VIP_ERROR_RESOURCE;
+    vi->prov = new (mem) Endpoint;
+    return VIP_SUCCESS;
+}
+
+VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &) {
+    Endpoint *ep = endpoint(vi);
+    auto *rx = static_cast<uint8_t *>(object_alloc(kRxBuffer, vi->shareable));
+    int epfd = fd_track(epoll_create1(EPOLL_CLOEXEC));
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    if (!rx || epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, sock, &ev) < 0) {
+        VIPL_ERROR("tcp: no room for a connection: %s", strerror(errno));
+        if (rx) object_free(rx, kRxBuffer, vi->shareable);
+        if (epfd >= 0) fd_close(epfd);
+        return VIP_ERROR_RESOURCE;
+    }
+    tune_socket(sock);
+    P2p *p2p = ep->p2p;
+    *ep = Endpoint{};
+    ep->p2p = p2p;
+    ep->sock = sock;
+    ep->epfd = epfd;
+    ep->rx = rx;
+    ep->reliability = vi->attrs.ReliabilityLevel;
+    ep->mtu = vi->attrs.MaxTransferSize;
+    ep->copy_threshold = config().copy_threshold;
+    ep->up = true;
+    if (vi->shareable) {
+        fd_share(sock);
+        fd_share(epfd);
+    }
+    return VIP_SUCCESS;
+}
+
+void set_want_out(Endpoint *ep, bool on) {
+    if (ep->want_out == on || ep->epfd < 0) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | (on ? uint32_t(EPOLLOUT) : 0u);
+    int saved = errno;
+    epoll_ctl(ep->epfd, EPOLL_CTL_MOD, ep->sock, &ev);
+    errno = saved;
+    ep->want_out = on;
+}
+
+void transport_down(Vi *vi, Endpoint *ep) {
+    if (ep->sock >= 0) {
+        vi_transport_closing(vi);
+        int saved = errno;
+        // FIN after what was written; then take what the peer still sends,
+        // so that closing does not answer with a reset that could destroy
+        // our last frames before the peer reads them.
+        shutdown(ep->sock, SHUT_WR);
+        uint8_t sink[4096];
+        for (int i = 0; i < 256 && recv(ep->sock, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+        }
+        errno = saved;
+        fd_close(ep->sock);
+    }
+    if (ep->epfd >= 0) fd_close(ep->epfd);
+    free_rx(vi, ep);
+    free_owed(vi, ep);
+    P2p *p2p = ep->p2p;
+    *ep = Endpoint{};
+    ep->p2p = p2p;
+}
+
+void disconnect(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep) return;
+    p2p_free(ep);
+    transport_down(vi, ep);
+}
+
+void leave(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep) return;
+    // Our copies only: the holders that stay keep theirs and the state.
+    if (ep->sock >= 0) close(ep->sock);
+    if (ep->epfd >= 0) close(ep->epfd);
+}
+
+void abandon(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return;
+    // The stream may end in the middle of a frame: the peer sees the
+    // connection reset, never a frame made of two holders' halves.
+    linger lg{1, 0};
+    setsockopt(ep->sock, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    vi_transport_closing(vi);
+    fd_close(ep->sock);
+    ep->sock = -1;
+    transport_down(vi, ep);
+}
+
+void vi_destroy(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep) return;
+    disconnect(vi);
+    ep->~Endpoint();
+    object_free(ep, sizeof(Endpoint), vi->shareable);
+    vi->prov = nullptr;
+}
+
+void connection_lost(Vi *vi, Endpoint *ep, VIP_ERROR_CODE code) {
+    if (!ep->up) return;
+    transport_down(vi, ep);
+    vi_fail(vi, code);
+}
+
+void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, uint32_t remote, uint64_t seq,
+                      VIP_DESCRIPTOR *desc) {
+    if (!ep->up) return;
+    owe(vi, ep, Owed{Owed::kError, 0, 0, remote, seq}); // lost if no room: the close still tells
+    ep->closing = true;
+    flush_out(vi, ep); // best effort: a full socket loses the error frame, not the close
+    if (!ep->up) return;
+    transport_down(vi, ep);
+    vi_fail(vi, local, desc);
+}
+
+int wait_fds(Vi *vi, pollfd *fds, int max) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up || max < 2) return 0;
+    fds[0] = pollfd{ep->epfd, POLLIN, 0};    // input, and output space while it is short
+    fds[1] = pollfd{ep->sock, POLLRDHUP, 0}; // the peer hung up or the link died
+    return 2;
+}
+
+void check_peer(Vi *vi) {
+    progress(vi);
+}
+
+} // namespace vipl::tcp

@@ -1,0 +1,325 @@
+// Where connections arrive: one listening socket per port (Boost.Asio
+// acceptor set-up), the Hellos of accepted connections, and the hand-over of
+// a connection that reached this process for a discriminator another
+// process serves on the same port.
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/fds.h"
+#include "core/log.h"
+#include "prov/tcp/tcp.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace vipl::tcp {
+namespace {
+
+namespace asio = boost::asio;
+using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+constexpr size_t kMaxIncoming = 1024;
+
+asio::ip::address nic_address(const TcpNic *t) {
+    if (t->family == AF_INET) {
+        auto *s = reinterpret_cast<const sockaddr_in *>(&t->local);
+        asio::ip::address_v4::bytes_type b;
+        memcpy(b.data(), &s->sin_addr, 4);
+        return asio::ip::address_v4(b);
+    }
+    auto *s = reinterpret_cast<const sockaddr_in6 *>(&t->local);
+    asio::ip::address_v6::bytes_type b;
+    memcpy(b.data(), &s->sin6_addr, 16);
+    return asio::ip::address_v6(b, s->sin6_scope_id);
+}
+
+// A listening socket bound to the NIC's address: close-on-exec and
+// non-blocking from birth, then configured through an Asio acceptor.
+int open_listener(const TcpNic *t, uint16_t port, int *err) {
+    int fd = fd_track(socket(t->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    boost::system::error_code ec;
+    asio::io_context io;
+    asio::ip::tcp::acceptor acc(io);
+    acc.assign(t->family == AF_INET ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), fd, ec);
+    if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acc.set_option(ReusePort(true), ec);
+    if (!ec && t->family == AF_INET6) acc.set_option(asio::ip::v6_only(true), ec);
+    if (!ec) acc.bind(asio::ip::tcp::endpoint(nic_address(t), port), ec);
+    if (!ec) acc.listen(512, ec);
+    boost::system::error_code ignored;
+    acc.release(ignored);
+    if (ec) {
+        *err = ec.value();
+        fd_close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// The hand-over socket's abstract name: NIC address, port, discriminator.
+std::string handover_name(const TcpNic *t, uint16_t port, const uint8_t *disc, uint16_t len) {
+    static const char hex[] = "0123456789abcdef";
+    std::string n = "vipl-tcp:";
+    const uint8_t *a = t->family == AF_INET
+                           ? reinterpret_cast<const uint8_t *>(
+                                 &reinterpret_cast<const sockaddr_in *>(&t->local)->sin_addr)
+                           : reinterpret_cast<const uint8_t *>(
+                                 &reinterpret_cast<const sockaddr_in6 *>(&t->local)->sin6_addr);
+    for (int i = 0; i < (t->family == AF_INET ? 4 : 16); ++i) {
+        n += hex[a[i] >> 4];
+        n += hex[a[i] & 15];
+    }
+    n += ":" + std::to_string(port) + ":";
+    if (len <= 24) {
+        for (int i = 0; i < len; ++i) {
+            n += hex[disc[i] >> 4];
+            n += hex[disc[i] & 15];
+        }
+    } else { // too long for a socket name: a hash (the Hello is checked on arrival anyway)
+        uint64_t h = 14695981039346656037ull;
+        for (int i = 0; i < len; ++i) h = (h ^ disc[i]) * 1099511628211ull;
+        for (int i = 0; i < 16; ++i) n += hex[(h >> (60 - 4 * i)) & 15];
+        n += "/" + std::to_string(len);
+    }
+    return n;
+}
+
+socklen_t unix_address(const std::string &name, sockaddr_un *sa) {
+    *sa = sockaddr_un{};
+    sa->sun_family = AF_UNIX;
+    memcpy(sa->sun_path + 1, name.data(), name.size());
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+}
+
+bool same(const uint8_t *a, uint16_t alen, const uint8_t *b, uint16_t blen) {
+    return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+bool serves(const Listener *l, const uint8_t *disc, uint16_t len) {
+    for (const Served &s : l->served)
+        if (same(reinterpret_cast<const uint8_t *>(s.disc.data()),
+                 static_cast<uint16_t>(s.disc.size()), disc, len))
+            return true;
+    return false;
+}
+
+void reject(int fd, VIP_RETURN reason) {
+    Hello r{};
+    r.type = kHelloReject;
+    r.reason = reason;
+    send_hello(fd, r, now_ns() + 100000000ull);
+}
+
+// Passes a connection whose Hello asks for a discriminator this process does
+// not serve to the process that does; false if none does.
+bool hand_over(Nic *nic, Listener *l, Incoming *in) {
+    std::string name = handover_name(tcp_nic(nic), l->port, in->hello.want, in->hello.want_len);
+    int s = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (s < 0) return false;
+    sockaddr_un sa;
+    socklen_t sl = unix_address(name, &sa);
+    bool ok = connect(s, reinterpret_cast<sockaddr *>(&sa), sl) == 0;
+    if (ok) {
+        iovec iov{in->buf, kHelloWire};
+        msghdr mh{};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+        mh.msg_control = control;
+        mh.msg_controllen = sizeof control;
+        cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &in->fd, sizeof(int));
+        ok = sendmsg(s, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(kHelloWire);
+    }
+    fd_close(s);
+    return ok;
+}
+
+// A connection handed over by another process: its Hello and descriptor.
+Incoming *receive_handover(int conn) {
+    pollfd p{conn, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) return nullptr; // the sender writes right after connecting
+    auto *in = new Incoming;
+    iovec iov{in->buf, kHelloWire};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    ssize_t n = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    for (cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : nullptr; c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        const int *fds = reinterpret_cast<const int *>(CMSG_DATA(c));
+        for (int i = 0; i < count; ++i) {
+            if (in->fd < 0)
+                in->fd = fd_track(fds[i]);
+            else
+                close(fds[i]);
+        }
+    }
+    if (n != static_cast<ssize_t>(kHelloWire) || in->fd < 0 || !decode_hello(in->buf, &in->hello)) {
+        incoming_free(in);
+        return nullptr;
+    }
+    in->got = kHelloWire;
+    return in;
+}
+
+void remove_at(Listener *l, size_t i) {
+    l->incoming[i] = l->incoming.back();
+    l->incoming.pop_back();
+}
+
+// Accepts, reads and sorts what arrived (NIC lock held, never blocks long).
+void pump(Nic *nic, Listener *l) {
+    for (int i = 0; i < 64 && l->incoming.size() < kMaxIncoming; ++i) {
+        int fd = fd_track(accept4(l->fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (fd < 0) break;
+        auto *in = new Incoming;
+        in->fd = fd;
+        in->deadline = now_ns() + config().connect_ack_ms * 1000000ull;
+        l->incoming.push_back(in);
+    }
+    for (Served &s : l->served)
+        for (int i = 0; i < 16 && l->incoming.size() < kMaxIncoming; ++i) {
+            int conn = fd_track(accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+            if (conn < 0) break;
+            Incoming *in = receive_handover(conn);
+            fd_close(conn);
+            if (in) l->incoming.push_back(in);
+        }
+    uint64_t now = now_ns();
+    for (size_t i = 0; i < l->incoming.size();) {
+        Incoming *in = l->incoming[i];
+        bool drop = false;
+        if (in->got < kHelloWire) {
+            ssize_t n = recv(in->fd, in->buf + in->got, kHelloWire - in->got, MSG_DONTWAIT);
+            if (n > 0) in->got += static_cast<uint32_t>(n);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) drop = true;
+            if (in->got < kHelloWire) {
+                drop |= now >= in->deadline;
+            } else if (!decode_hello(in->buf, &in->hello) ||
+                       (in->hello.type != kHelloRequest && in->hello.type != kHelloPeerRequest)) {
+                VIPL_INFO("tcp: dropping a connection whose handshake is malformed");
+                drop = true;
+            } else if (!serves(l, in->hello.want, in->hello.want_len)) {
+                if (!hand_over(nic, l, in)) reject(in->fd, VIP_NO_MATCH);
+                drop = true;
+            }
+        } else {
+            // Waiting for a taker: forget it if the requester gave up.
+            uint8_t c;
+            ssize_t n = recv(in->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+            drop = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+        }
+        if (drop) {
+            remove_at(l, i);
+            incoming_free(in);
+        } else {
+            ++i;
+        }
+    }
+}
+
+} // namespace
+
+Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
+    TcpNic *t = tcp_nic(nic);
+    for (Listener *l : t->listeners)
+        if (l->port == port) return l;
+    int err = 0;
+    int fd = open_listener(t, port, &err);
+    if (fd < 0) {
+        VIPL_ERROR("tcp: cannot listen on %s port %u: %s", t->ifname.c_str(), port, strerror(err));
+        *rc = err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS
+                  ? VIP_ERROR_RESOURCE
+                  : VIP_INVALID_PARAMETER;
+        return nullptr;
+    }
+    auto *l = new Listener;
+    l->port = port;
+    l->fd = fd;
+    t->listeners.push_back(l);
+    return l;
+}
+
+VIP_RETURN serve(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len) {
+    if (serves(l, disc, len)) return VIP_SUCCESS;
+    std::string name = handover_name(tcp_nic(nic), l->port, disc, len);
+    int fd = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (fd < 0) return VIP_ERROR_RESOURCE;
+    sockaddr_un sa;
+    socklen_t sl = unix_address(name, &sa);
+    if (bind(fd, reinterpret_cast<sockaddr *>(&sa), sl) < 0 || listen(fd, 64) < 0) {
+        int err = errno;
+        fd_close(fd);
+        if (err == EADDRINUSE) {
+            VIPL_WARN("tcp: discriminator on port %u is already served by another process",
+                      l->port);
+            return VIP_ERROR_RESOURCE;
+        }
+        return VIP_ERROR_RESOURCE;
+    }
+    l->served.push_back(Served{std::string(reinterpret_cast<const char *>(disc), len), fd});
+    return VIP_SUCCESS;
+}
+
+Incoming *take_incoming(Nic *nic, Listener *l, uint32_t type, const uint8_t *disc, uint16_t len,
+                        const uint8_t *from, uint16_t from_len) {
+    pump(nic, l);
+    for (size_t i = 0; i < l->incoming.size(); ++i) {
+        Incoming *in = l->incoming[i];
+        const Hello &h = in->hello;
+        if (in->got < kHelloWire || h.type != type || !same(h.want, h.want_len, disc, len))
+            continue;
+        if (from && !same(h.disc, h.disc_len, from, from_len)) continue;
+        remove_at(l, i);
+        return in;
+    }
+    return nullptr;
+}
+
+int incoming_fds(Nic *, Listener *l, pollfd *fds, int max, uint64_t *deadline) {
+    int n = 0;
+    if (n < max) fds[n++] = pollfd{l->fd, POLLIN, 0};
+    for (const Served &s : l->served)
+        if (n < max) fds[n++] = pollfd{s.fd, POLLIN, 0};
+    for (const Incoming *in : l->incoming) {
+        if (in->got == kHelloWire) continue;
+        if (in->deadline < *deadline) *deadline = in->deadline;
+        if (n < max) fds[n++] = pollfd{in->fd, POLLIN, 0};
+    }
+    return n;
+}
+
+void incoming_free(Incoming *in) {
+    if (!in) return;
+    if (in->fd >= 0) fd_close(in->fd);
+    delete in;
+}
+
+void listeners_close(TcpNic *t) {
+    for (Listener *l : t->listeners) {
+        fd_close(l->fd);
+        for (Served &s : l->served) fd_close(s.fd);
+        for (Incoming *in : l->incoming) incoming_free(in);
+        delete l;
+    }
+    t->listeners.clear();
+}
+
+} // namespace vipl::tcp

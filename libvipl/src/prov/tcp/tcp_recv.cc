@@ -1,0 +1,419 @@
+// Receiving: frames are read into a small buffer, payloads of any size go
+// straight to their destination (a receive descriptor's segments, the RDMA
+// target region, an RDMA read's local segments).  Every RDMA is checked here,
+// on the target, before a byte of it is stored.
+#include "core/log.h"
+#include "core/segments.h"
+#include "core/vi.h"
+#include "prov/tcp/tcp.h"
+
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+namespace vipl::tcp {
+namespace {
+
+constexpr uint64_t kDirect = 4096;  // payload left at least this big: read in place
+constexpr int kFramesPerCall = 256; // then let the caller breathe
+constexpr uint64_t kBytesPerCall = 8 << 20;
+
+enum class Io { more, dry, closed };
+
+bool reliable(const Endpoint *ep) {
+    return ep->reliability != VIP_SERVICE_UNRELIABLE;
+}
+
+void protocol_error(Vi *vi, Endpoint *ep, const char *what) {
+    VIPL_WARN("tcp: the peer of VI %p broke the protocol (%s): connection closed",
+              vis().handle_of(vi), what);
+    connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
+}
+
+Io fill(Vi *vi, Endpoint *ep) {
+    if (ep->rx_start == ep->rx_end) {
+        ep->rx_start = ep->rx_end = 0;
+    } else if (ep->rx_start) {
+        memmove(ep->rx, ep->rx + ep->rx_start, ep->rx_end - ep->rx_start);
+        ep->rx_end -= ep->rx_start;
+        ep->rx_start = 0;
+    }
+    for (;;) {
+        int saved = errno;
+        ssize_t n = recv(ep->sock, ep->rx + ep->rx_end, kRxBuffer - ep->rx_end, MSG_DONTWAIT);
+        int err = errno;
+        errno = saved;
+        if (n > 0) {
+            ep->rx_end += static_cast<uint32_t>(n);
+            return Io::more;
+        }
+        if (n < 0 && err == EINTR) continue;
+        if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return Io::dry;
+        connection_lost(vi, ep, VIP_ERROR_CONN_LOST); // hang-up, reset or a dead link
+        return Io::closed;
+    }
+}
+
+// Where the rest of the current payload goes; 0 entries for discard.  A
+// destination that became invalid mid-frame turns the frame into a discard.
+int destination(Vi *vi, Endpoint *ep, iovec *iov, int max) {
+    const Frame &f = ep->frame;
+    uint64_t left = f.length - ep->got;
+    Segment segs[256];
+    switch (ep->sink) {
+    case Sink::recv: {
+        WqEntry &e = vi->rq.at(vi->rq.cursor);
+        uint32_t nseg = 0;
+        uint64_t capacity = 0;
+        if (e.nseg != kNotCached) {
+            nseg = e.nseg;
+            for (uint32_t i = 0; i < nseg; ++i) segs[i] = Segment{e.seg[i].addr, e.seg[i].len};
+        } else if (recv_segments(vi, e.desc, segs, vi->nic->attrs.MaxSegmentsPerDesc, &nseg,
+                                 &capacity)) {
+            return -1;
+        }
+        return segments_to_iov(segs, nseg, ep->got, left, iov, max);
+    }
+    case Sink::rdma:
+        if (!target_allows(vi, f.handle, f.addr + ep->got, left, true)) return -1;
+        iov[0] = iovec{reinterpret_cast<void *>(f.addr + ep->got), left};
+        return 1;
+    case Sink::read_resp: {
+        WqEntry *e = oldest_read(vi);
+        PostedDesc d;
+        if (!e || parse_descriptor(vi, e->desc, false, d, segs, vi->nic->attrs.MaxSegmentsPerDesc))
+            return -1;
+        return segments_to_iov(d.segs, d.nseg, ep->got, left, iov, max);
+    }
+    default:
+        return 0;
+    }
+}
+
+void copy_out(const iovec *iov, int n, const uint8_t *src, uint64_t len) {
+    for (int i = 0; i < n && len; ++i) {
+        uint64_t take = std::min<uint64_t>(iov[i].iov_len, len);
+        memcpy(iov[i].iov_base, src, take);
+        src += take;
+        len -= take;
+    }
+}
+
+// A destination went away under a frame (memory deregistered meanwhile).
+bool lost_destination(Vi *vi, Endpoint *ep) {
+    if (ep->sink == Sink::recv) {
+        WqEntry &e = vi->rq.at(vi->rq.cursor++);
+        e.flags &= ~kFilling;
+        wq_complete(vi, vi->rq, e, VIP_STATUS_OP_RECEIVE | VIP_STATUS_PROTECTION_ERROR, 0);
+    } else if (ep->sink == Sink::read_resp) {
+        if (WqEntry *e = oldest_read(vi)) {
+            e->flags &= ~kAwaitResp;
+            --ep->awaiting;
+            wq_complete(vi, vi->sq, *e, VIP_STATUS_OP_RDMA_READ | VIP_STATUS_PROTECTION_ERROR, 0);
+        }
+    }
+    bool write = ep->sink == Sink::rdma;
+    ep->sink = Sink::discard;
+    if (reliable(ep) || write) {
+        break_connection(vi, ep, write ? VIP_ERROR_RDMAW_PROT : VIP_ERROR_POST_DESC,
+                         VIP_ERROR_CONN_LOST, write ? ep->ack_taken : kNoSequence);
+        return false;
+    }
+    return true;
+}
+
+// Delivers an RDMA write's immediate data to a receive descriptor.
+bool write_notice(Vi *vi, Endpoint *ep) {
+    const Frame &f = ep->frame;
+    WorkQueue &q = vi->rq;
+    if (q.cursor == q.tail) {
+        if (!reliable(ep)) return true;
+        break_connection(vi, ep, VIP_ERROR_RECVQ_EMPTY, VIP_ERROR_CONN_LOST, ep->ack_taken);
+        return false;
+    }
+    WqEntry &e = q.at(q.cursor++);
+    e.imm = f.imm;
+    e.flags |= kWqImm;
+    ++vi->counters.RecvsCompleted;
+    wq_complete(vi, q, e, VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE, f.length);
+    return true;
+}
+
+// The current frame's payload is all here.
+bool finish(Vi *vi, Endpoint *ep) {
+    const Frame &f = ep->frame;
+    ep->in_payload = false;
+    Sink sink = ep->sink;
+    ep->sink = Sink::none;
+    switch (f.type) {
+    case kSend:
+        if (sink == Sink::recv) {
+            WorkQueue &q = vi->rq;
+            WqEntry &e = q.at(q.cursor++);
+            e.flags &= ~kFilling;
+            uint32_t status = VIP_STATUS_OP_RECEIVE;
+            if (f.flags & kImm) {
+                status |= VIP_STATUS_IMMEDIATE;
+                e.imm = f.imm;
+                e.flags |= kWqImm;
+            }
+            ++vi->counters.RecvsCompleted;
+            vi->counters.BytesReceived += f.length;
+            wq_complete(vi, q, e, status, f.length);
+        }
+        if (f.flags & kAckReq) {
+            ++ep->ack_taken;
+            ep->owe_ack = true;
+        }
+        return true;
+    case kRdmaWrite:
+        if (sink == Sink::rdma && (f.flags & kImm) && !write_notice(vi, ep)) return false;
+        if (sink == Sink::rdma) vi->counters.BytesReceived += f.length;
+        ++ep->ack_taken;
+        ep->owe_ack = true;
+        return true;
+    case kRdmaReadResp:
+        if (sink == Sink::read_resp) {
+            WqEntry *e = oldest_read(vi);
+            e->flags &= ~kAwaitResp;
+            --ep->awaiting;
+            wq_complete(vi, vi->sq, *e, VIP_STATUS_OP_RDMA_READ, f.length);
+        }
+        return true;
+    default:
+        return true;
+    }
+}
+
+bool begin_send(Vi *vi, Endpoint *ep) {
+    const Frame &f = ep->frame;
+    uint64_t seq = (f.flags & kAckReq) ? ep->ack_taken : kNoSequence;
+    WorkQueue &q = vi->rq;
+    if (q.cursor == q.tail) {
+        if (!reliable(ep)) return true; // dropped
+        break_connection(vi, ep, VIP_ERROR_RECVQ_EMPTY, VIP_ERROR_CONN_LOST, seq);
+        return false;
+    }
+    WqEntry &e = q.at(q.cursor);
+    uint32_t err = 0;
+    uint64_t capacity = e.capacity;
+    if (e.nseg == kNotCached) {
+        SegmentBuffer buf(segment_room(vi, e.desc));
+        uint32_t nseg;
+        err = recv_segments(vi, e.desc, buf.get(), buf.capacity(), &nseg, &capacity);
+    }
+    if (!err && f.length > capacity) err = VIP_STATUS_LENGTH_ERROR;
+    if (err) {
+        ++q.cursor;
+        wq_complete(vi, q, e, VIP_STATUS_OP_RECEIVE | err, 0);
+        if (!reliable(ep)) return true;
+        break_connection(vi, ep, VIP_ERROR_POST_DESC, VIP_ERROR_CONN_LOST, seq, e.desc);
+        return false;
+    }
+    e.flags |= kWqStarted | kFilling;
+    ep->sink = Sink::recv;
+    return true;
+}
+
+bool begin_write(Vi *vi, Endpoint *ep) {
+    const Frame &f = ep->frame;
+    if (target_allows(vi, f.handle, f.addr, f.length, true)) {
+        ep->sink = Sink::rdma;
+        return true;
+    }
+    if (reliable(ep)) {
+        break_connection(vi, ep, VIP_ERROR_RDMAW_PROT, VIP_ERROR_CONN_LOST, ep->ack_taken);
+        return false;
+    }
+    // Unreliable: the write is refused, the connection stays.
+    vi_report(vi, VIP_ERROR_RDMAW_PROT);
+    if (owe(vi, ep, Owed{Owed::kError, 0, 0, kNoError, ep->ack_taken})) return true;
+    protocol_error(vi, ep, "more refused RDMA writes outstanding than any queue holds");
+    return false;
+}
+
+bool read_request(Vi *vi, Endpoint *ep) {
+    const Frame &f = ep->frame;
+    bool allowed = target_allows(vi, f.handle, f.addr, f.imm, false);
+    if (!owe(vi, ep, Owed{Owed::kRead, f.imm, f.handle, allowed ? 0u : kReadRefused, f.addr})) {
+        protocol_error(vi, ep, "more RDMA reads outstanding than any queue holds");
+        return false;
+    }
+    if (allowed) return true;
+    if (!reliable(ep)) {
+        vi_report(vi, VIP_ERROR_RDMAR_PROT);
+        return true;
+    }
+    // The refusal goes out first, then the connection ends.
+    break_connection(vi, ep, VIP_ERROR_RDMAR_PROT, VIP_ERROR_CONN_LOST, kNoSequence);
+    return false;
+}
+
+bool begin_read_resp(Vi *vi, Endpoint *ep) {
+    const Frame &f = ep->frame;
+    WqEntry *e = oldest_read(vi);
+    if (!e) {
+        protocol_error(vi, ep, "an RDMA read answer nobody asked for");
+        return false;
+    }
+    if (f.handle) {
+        e->flags &= ~kAwaitResp;
+        --ep->awaiting;
+        wq_complete(vi, vi->sq, *e, VIP_STATUS_OP_RDMA_READ | VIP_STATUS_RDMA_PROT_ERROR, 0);
+        return true;
+    }
+    Segment segs[256];
+    PostedDesc d;
+    if (parse_descriptor(vi, e->desc, false, d, segs, vi->nic->attrs.MaxSegmentsPerDesc) == 0 &&
+        d.length != f.length) {
+        protocol_error(vi, ep, "an RDMA read answer of the wrong length");
+        return false;
+    }
+    ep->sink = Sink::read_resp;
+    return true;
+}
+
+// A header is in; false if the connection ended.
+bool begin(Vi *vi, Endpoint *ep) {
+    const Frame &f = ep->frame;
+    ep->got = 0;
+    ep->sink = Sink::discard;
+    ep->in_payload = true;
+    bool ok = true;
+    switch (f.type) {
+    case kSend:
+        ok = begin_send(vi, ep);
+        break;
+    case kRdmaWrite:
+        ok = begin_write(vi, ep);
+        break;
+    case kRdmaReadReq:
+        ok = read_request(vi, ep);
+        break;
+    case kRdmaReadResp:
+        ok = begin_read_resp(vi, ep);
+        break;
+    case kAck:
+        if (!acked(vi, ep, f.addr)) {
+            protocol_error(vi, ep, "an acknowledgement out of range");
+            return false;
+        }
+        break;
+    case kError:
+        if (!remote_error(vi, ep, f.addr, f.imm)) {
+            protocol_error(vi, ep, "an error report out of range");
+            return false;
+        }
+        ok = ep->up;
+        break;
+    }
+    return ok && ep->up;
+}
+
+// Moves payload bytes of the current frame; Io::more once it is complete.
+Io payload(Vi *vi, Endpoint *ep, uint64_t *budget) {
+    const Frame &f = ep->frame;
+    while (ep->got < f.length) {
+        uint64_t left = f.length - ep->got;
+        uint32_t buffered = ep->rx_end - ep->rx_start;
+        iovec iov[256];
+        int n = destination(vi, ep, iov, 256);
+        if (n < 0) {
+            if (!lost_destination(vi, ep)) return Io::closed;
+            n = 0;
+        }
+        if (buffered) {
+            uint64_t take = std::min<uint64_t>(buffered, left);
+            copy_out(iov, n, ep->rx + ep->rx_start, take);
+            ep->rx_start += static_cast<uint32_t>(take);
+            ep->got += take;
+            continue;
+        }
+        if (left >= kDirect && n > 0) {
+            int saved = errno;
+            ssize_t got = readv(ep->sock, iov, n);
+            int err = errno;
+            errno = saved;
+            if (got > 0) {
+                ep->got += static_cast<uint64_t>(got);
+                *budget -= std::min<uint64_t>(*budget, static_cast<uint64_t>(got));
+                if (!*budget) return Io::dry;
+                continue;
+            }
+            if (got < 0 && err == EINTR) continue;
+            if (got < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return Io::dry;
+            connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
+            return Io::closed;
+        }
+        Io r = fill(vi, ep);
+        if (r != Io::more) return r;
+    }
+    return finish(vi, ep) ? Io::more : Io::closed;
+}
+
+} // namespace
+
+WqEntry *oldest_read(Vi *vi) {
+    WorkQueue &q = vi->sq;
+    for (uint64_t i = q.visible; i < q.cursor; ++i) {
+        WqEntry &e = q.at(i);
+        if (e.flags & kAwaitResp) return &e;
+    }
+    return nullptr;
+}
+
+bool receive(Vi *vi, Endpoint *ep) {
+    ep->rx_more = false;
+    uint64_t budget = kBytesPerCall;
+    for (int frames = 0; ep->up; ++frames) {
+        if (frames >= kFramesPerCall) {
+            ep->rx_more = true;
+            return true;
+        }
+        if (ep->in_payload) {
+            Io r = payload(vi, ep, &budget);
+            if (r == Io::closed) return false;
+            if (r == Io::dry) {
+                ep->rx_more = budget == 0;
+                return true;
+            }
+            continue;
+        }
+        if (ep->rx_end - ep->rx_start < kFrameHeader) {
+            Io r = fill(vi, ep);
+            if (r == Io::closed) return false;
+            if (r == Io::dry) return true;
+            continue;
+        }
+        Decode dc = decode_frame(ep->rx + ep->rx_start, ep->mtu, &ep->frame);
+        if (dc != Decode::ok) {
+            protocol_error(vi, ep, decode_error_text(dc));
+            return false;
+        }
+        ep->rx_start += kFrameHeader;
+        if (!begin(vi, ep)) return false;
+    }
+    return false;
+}
+
+bool pending(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return false;
+    if (ep->rx_more || ep->rx_end - ep->rx_start >= kFrameHeader) return true;
+    pollfd p{ep->sock, static_cast<short>(POLLIN | (ep->want_out ? POLLOUT : 0)), 0};
+    int saved = errno;
+    int n = poll(&p, 1, 0);
+    errno = saved;
+    return n > 0;
+}
+
+void progress(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return;
+    if (!receive(vi, ep)) return;
+    flush_out(vi, ep);
+}
+
+} // namespace vipl::tcp

@@ -1,0 +1,332 @@
+// Sending: frames for the send queue, acknowledgements, error reports and
+// answers to the peer's RDMA reads, written whole one after the other with
+// the payload gathered straight from registered memory.
+#include "core/arena.h"
+#include "core/segments.h"
+#include "core/vi.h"
+#include "prov/tcp/tcp.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/socket.h>
+
+namespace vipl::tcp {
+namespace {
+
+constexpr int kMaxIov = 256;
+constexpr int kFramesPerCall = 256;
+// Stands in for payload whose memory was deregistered while its frame was
+// going out: the stream stays whole, the descriptor fails.
+const uint8_t kZeros[4096] = {};
+
+// Which messages complete only when the peer says they are placed: RDMA
+// writes (a protection error at the target must reach the descriptor) and,
+// as on every provider, sends under reliable reception and large sends under
+// reliable delivery; others complete once the socket has them.
+bool acknowledged(const Endpoint *ep, uint16_t op, uint64_t length) {
+    if (op == VIP_CONTROL_OP_RDMAWRITE) return true;
+    if (op != VIP_CONTROL_OP_SENDRECV || ep->reliability == VIP_SERVICE_UNRELIABLE) return false;
+    return ep->reliability == VIP_SERVICE_RELIABLE_RECEPTION || length > ep->copy_threshold;
+}
+
+bool reads_outstanding(Vi *vi, uint64_t before) {
+    for (uint64_t i = vi->sq.visible; i < before; ++i) {
+        const WqEntry &e = vi->sq.at(i);
+        if (e.op == VIP_CONTROL_OP_RDMAREAD && !(e.flags & kWqDone)) return true;
+    }
+    return false;
+}
+
+void start(Endpoint *ep, Endpoint::Cur cur, const Frame &f, uint64_t payload) {
+    encode_frame(f, ep->tx_header);
+    ep->cur = cur;
+    ep->tx_done = 0;
+    ep->tx_total = kFrameHeader + payload;
+}
+
+void add_ctl(Endpoint *ep, const Frame &f) {
+    encode_frame(f, ep->ctl + ep->ctl_len);
+    ep->ctl_len += kFrameHeader;
+}
+
+Owed &owed_head(Endpoint *ep) {
+    return ep->owed[ep->owed_head & (ep->owed_cap - 1)];
+}
+
+// Gathers the header-only frames that come next; then starts the frame with
+// a payload that follows, if any.  Owed frames go before the
+// acknowledgement: an error report must reach the peer before an
+// acknowledgement that covers the failed message.
+void pick(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
+    // Closing: what was placed before the failure is acknowledged first (the
+    // failed message is not counted yet).
+    if (ep->closing && ep->owe_ack) {
+        ep->owe_ack = false;
+        ep->ack_sent = ep->ack_taken;
+        add_ctl(ep, Frame{kAck, 0, 0, 0, 0, ep->ack_taken});
+    }
+    while (ep->ctl_len + kFrameHeader <= sizeof ep->ctl) {
+        if (ep->owed_head != ep->owed_tail) {
+            Owed &o = owed_head(ep);
+            if (o.kind == Owed::kError) {
+                add_ctl(ep, Frame{kError, 0, 0, o.status, 0, o.addr});
+                ++ep->owed_head;
+                continue;
+            }
+            // The region may have gone since the request was checked.
+            if (!o.status && !target_allows(vi, o.handle, o.addr, o.length, false))
+                o.status = kReadRefused;
+            if (o.status || !o.length) {
+                add_ctl(ep, Frame{kRdmaReadResp, 0, 0, 0, o.status, 0});
+                ++ep->owed_head;
+                continue;
+            }
+            start(ep, Endpoint::kCurOwed, Frame{kRdmaReadResp, 0, o.length, 0, 0, 0}, o.length);
+            return;
+        }
+        if (ep->closing) return;
+        if (!ep->owe_ack) break;
+        ep->owe_ack = false;
+        ep->ack_sent = ep->ack_taken;
+        add_ctl(ep, Frame{kAck, 0, 0, 0, 0, ep->ack_taken});
+    }
+    if (ep->owed_head != ep->owed_tail || ep->closing) return;
+    WorkQueue &q = vi->sq;
+    Segment segs[256];
+    while (q.cursor < q.tail) {
+        WqEntry &e = q.at(q.cursor);
+        if (e.flags & kWqDone) {
+            ++q.cursor;
+            continue;
+        }
+        PostedDesc own;
+        const PostedDesc *d = pre && pre_index == q.cursor ? pre : &own;
+        if (d == &own) {
+            uint32_t err =
+                parse_descriptor(vi, e.desc, false, own, segs, vi->nic->attrs.MaxSegmentsPerDesc);
+            if (err) {
+                wq_complete(vi, q, e, err | status_op_bits(e.op, false), 0);
+                ++q.cursor;
+                continue;
+            }
+        }
+        if (d->fence && reads_outstanding(vi, q.cursor)) return;
+        Frame f{};
+        f.flags = d->imm ? kImm : 0;
+        f.imm = d->imm ? d->imm_data : 0;
+        uint64_t payload = d->length;
+        switch (d->op) {
+        case VIP_CONTROL_OP_RDMAWRITE:
+            f.type = kRdmaWrite;
+            f.handle = d->rhandle;
+            f.addr = d->raddr;
+            break;
+        case VIP_CONTROL_OP_RDMAREAD:
+            f.type = kRdmaReadReq;
+            f.flags = 0;
+            f.imm = static_cast<uint32_t>(d->length);
+            f.handle = d->rhandle;
+            f.addr = d->raddr;
+            payload = 0;
+            break;
+        default:
+            f.type = kSend;
+            if (acknowledged(ep, d->op, d->length)) f.flags |= kAckReq;
+            break;
+        }
+        f.length = static_cast<uint32_t>(payload);
+        e.flags |= kWqStarted;
+        e.p2 = 0;
+        if (acknowledged(ep, d->op, d->length)) {
+            e.p1 = ep->ack_next++;
+            e.flags |= kAckPending;
+        }
+        start(ep, Endpoint::kCurData, f, payload);
+        return;
+    }
+}
+
+// The rest of the current frame as iovecs.
+int rest(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index, iovec *iov, int max) {
+    int n = 0;
+    if (ep->tx_done < kFrameHeader)
+        iov[n++] = iovec{ep->tx_header + ep->tx_done, kFrameHeader - ep->tx_done};
+    uint64_t off = ep->tx_done > kFrameHeader ? ep->tx_done - kFrameHeader : 0;
+    uint64_t left = ep->tx_total - kFrameHeader - off;
+    if (!left) return n;
+    if (ep->cur == Endpoint::kCurOwed) {
+        const Owed &o = owed_head(ep);
+        iov[n++] = iovec{reinterpret_cast<void *>(o.addr + off), left};
+        return n;
+    }
+    WqEntry &e = vi->sq.at(vi->sq.cursor);
+    Segment segs[256];
+    PostedDesc own{};
+    const PostedDesc *d = pre && pre_index == vi->sq.cursor ? pre : &own;
+    uint32_t err = 0;
+    if (d == &own && !e.p2)
+        err = parse_descriptor(vi, e.desc, false, own, segs, vi->nic->attrs.MaxSegmentsPerDesc);
+    if (err || e.p2 || d->length + kFrameHeader != ep->tx_total) {
+        if (!e.p2) e.p2 = err ? err : VIP_STATUS_PROTECTION_ERROR;
+        iov[n++] = iovec{const_cast<uint8_t *>(kZeros), std::min<uint64_t>(left, sizeof kZeros)};
+        return n;
+    }
+    return n + segments_to_iov(d->segs, d->nseg, off, left, iov + n, max - n);
+}
+
+// The current frame is out.
+void frame_done(Vi *vi, Endpoint *ep) {
+    Endpoint::Cur cur = ep->cur;
+    ep->cur = Endpoint::kCurNone;
+    if (cur == Endpoint::kCurOwed) {
+        ++ep->owed_head;
+        return;
+    }
+    if (cur != Endpoint::kCurData) return;
+    WorkQueue &q = vi->sq;
+    WqEntry &e = q.at(q.cursor);
+    ++q.cursor;
+    if (e.p2) {
+        wq_complete(vi, q, e, static_cast<uint32_t>(e.p2) | status_op_bits(e.op, false), 0);
+        return;
+    }
+    if (e.op == VIP_CONTROL_OP_RDMAREAD) {
+        e.flags |= kAwaitResp;
+        ++ep->awaiting;
+    } else if (e.flags & kAckPending) {
+        e.flags = static_cast<uint16_t>((e.flags & ~kAckPending) | kAwaitAck);
+        ++ep->awaiting;
+    } else {
+        wq_complete(vi, q, e, status_op_bits(e.op, false), 0);
+    }
+}
+
+bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
+    for (int frames = 0; ep->up;) {
+        if (ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len) {
+            ep->ctl_len = ep->ctl_done = 0;
+            if (frames >= kFramesPerCall) {
+                set_want_out(ep, true); // more to do: come back when the socket allows
+                return true;
+            }
+            pick(vi, ep, pre, pre_index);
+            if (ep->cur == Endpoint::kCurNone && !ep->ctl_len) {
+                set_want_out(ep, false);
+                return true;
+            }
+        }
+        iovec iov[kMaxIov];
+        int n = 0;
+        if (ep->ctl_done < ep->ctl_len)
+            iov[n++] = iovec{ep->ctl + ep->ctl_done, ep->ctl_len - ep->ctl_done};
+        if (ep->cur != Endpoint::kCurNone) n += rest(vi, ep, pre, pre_index, iov + n, kMaxIov - n);
+        msghdr mh{};
+        mh.msg_iov = iov;
+        mh.msg_iovlen = static_cast<size_t>(n);
+        int saved = errno;
+        ssize_t w = sendmsg(ep->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        int err = errno;
+        errno = saved;
+        if (w < 0) {
+            if (err == EINTR) continue;
+            if (err == EAGAIN || err == EWOULDBLOCK) {
+                set_want_out(ep, true);
+                return true;
+            }
+            connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
+            return false;
+        }
+        uint64_t left = static_cast<uint64_t>(w);
+        uint32_t c = static_cast<uint32_t>(std::min<uint64_t>(left, ep->ctl_len - ep->ctl_done));
+        ep->ctl_done += c;
+        left -= c;
+        ep->tx_done += left;
+        if (ep->cur != Endpoint::kCurNone && ep->tx_done == ep->tx_total) {
+            frame_done(vi, ep);
+            ++frames;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+bool flush_out(Vi *vi, Endpoint *ep) {
+    return flush(vi, ep, nullptr, 0);
+}
+
+VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
+    Endpoint *ep = endpoint(vi);
+    WorkQueue &q = vi->sq;
+    if (!ep->up) {
+        // The transport failed after the state check: flushed like the rest.
+        wq_complete(vi, q, *e, status_op_bits(d.op, false) | VIP_STATUS_DESC_FLUSHED_ERROR, 0);
+        q.cursor = q.tail;
+        return VIP_SUCCESS;
+    }
+    flush(vi, ep, &d, q.tail - 1);
+    return VIP_SUCCESS;
+}
+
+void post_recv(Vi *, WqEntry *) {
+    // Incoming frames find receives when the receiver's progress reads them.
+}
+
+bool owe(Vi *vi, Endpoint *ep, const Owed &o) {
+    if (ep->owed_tail - ep->owed_head == ep->owed_cap) {
+        uint32_t cap = ep->owed_cap ? ep->owed_cap * 2 : 16;
+        if (cap > (1u << 20)) return false;
+        auto *bigger = static_cast<Owed *>(object_alloc(sizeof(Owed) * cap, vi->shareable));
+        if (!bigger) return false;
+        for (uint64_t i = ep->owed_head; i < ep->owed_tail; ++i)
+            bigger[i & (cap - 1)] = ep->owed[i & (ep->owed_cap - 1)];
+        free_owed(vi, ep);
+        ep->owed = bigger;
+        ep->owed_cap = cap;
+    }
+    ep->owed[ep->owed_tail++ & (ep->owed_cap - 1)] = o;
+    return true;
+}
+
+void free_owed(Vi *vi, Endpoint *ep) {
+    if (ep->owed) object_free(ep->owed, sizeof(Owed) * ep->owed_cap, vi->shareable);
+    ep->owed = nullptr;
+    ep->owed_cap = 0;
+}
+
+bool acked(Vi *vi, Endpoint *ep, uint64_t upto) {
+    if (upto < ep->ack_upto || upto > ep->ack_next) return false;
+    WorkQueue &q = vi->sq;
+    for (uint64_t i = q.visible; i < q.cursor && ep->awaiting; ++i) {
+        WqEntry &e = q.at(i);
+        if ((e.flags & kAwaitAck) && e.p1 < upto) {
+            e.flags &= ~kAwaitAck;
+            --ep->awaiting;
+            wq_complete(vi, q, e, status_op_bits(e.op, false), 0);
+        }
+    }
+    ep->ack_upto = upto;
+    return true;
+}
+
+bool remote_error(Vi *vi, Endpoint *ep, uint64_t seq, uint32_t code) {
+    if (code != kNoError && code > VIP_ERROR_CATASTROPHIC) return false;
+    if (seq != kNoSequence) {
+        if (seq < ep->ack_upto || seq >= ep->ack_next) return false;
+        WorkQueue &q = vi->sq;
+        for (uint64_t i = q.visible; i < q.cursor; ++i) {
+            WqEntry &e = q.at(i);
+            if (!(e.flags & kAwaitAck) || e.p1 != seq) continue;
+            e.flags &= ~kAwaitAck;
+            --ep->awaiting;
+            uint32_t err = e.op == VIP_CONTROL_OP_SENDRECV ? VIP_STATUS_REMOTE_DESC_ERROR
+                                                           : VIP_STATUS_RDMA_PROT_ERROR;
+            wq_complete(vi, q, e, status_op_bits(e.op, false) | err, 0);
+            break;
+        }
+    }
+    if (code != kNoError) connection_lost(vi, ep, static_cast<VIP_ERROR_CODE>(code));
+    return true;
+}
+
+} // namespace vipl::tcp

@@ -1,0 +1,144 @@
+#include "prov/tcp/tcp_wire.h"
+
+#include <cstring>
+
+namespace vipl::tcp {
+namespace {
+
+// Byte by byte: the same code is right on either byte order.
+void put16(uint8_t *p, uint16_t v) {
+    p[0] = static_cast<uint8_t>(v >> 8);
+    p[1] = static_cast<uint8_t>(v);
+}
+void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+}
+void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
+}
+uint16_t get16(const uint8_t *p) {
+    return static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
+uint32_t get32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v = v << 8 | p[i];
+    return v;
+}
+uint64_t get64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
+    return v;
+}
+
+} // namespace
+
+void encode_frame(const Frame &f, uint8_t *out) {
+    out[0] = f.type;
+    out[1] = f.flags;
+    put16(out + 2, 0);
+    put32(out + 4, f.length);
+    put32(out + 8, f.imm);
+    put32(out + 12, f.handle);
+    put64(out + 16, f.addr);
+}
+
+Decode decode_frame(const uint8_t *in, uint64_t max_payload, Frame *out) {
+    Frame f;
+    f.type = in[0];
+    f.flags = in[1];
+    f.length = get32(in + 4);
+    f.imm = get32(in + 8);
+    f.handle = get32(in + 12);
+    f.addr = get64(in + 16);
+    if (f.type == 0 || f.type >= kFrameTypeEnd) return Decode::bad_type;
+    if (f.flags & ~(kImm | kAckReq)) return Decode::bad_flags;
+    if ((f.flags & kAckReq) && f.type != kSend) return Decode::bad_flags;
+    if (get16(in + 2) != 0) return Decode::bad_reserved;
+    if (f.length > max_payload) return Decode::too_long;
+    if (!(f.flags & kImm) && f.imm && (f.type == kSend || f.type == kRdmaWrite))
+        return Decode::bad_fields;
+    switch (f.type) {
+    case kSend:
+        if (f.handle || f.addr) return Decode::bad_fields;
+        break;
+    case kRdmaWrite:
+        // The range must not wrap: the target checks it against its regions.
+        if (f.addr + f.length < f.addr) return Decode::bad_fields;
+        break;
+    case kRdmaReadReq:
+        if (f.length || f.flags || f.imm > max_payload || f.addr + f.imm < f.addr)
+            return Decode::bad_fields;
+        break;
+    case kRdmaReadResp:
+        if (f.flags || f.addr || f.imm) return Decode::bad_fields;
+        if (f.handle && (f.handle != kReadRefused || f.length)) return Decode::bad_fields;
+        break;
+    case kAck:
+        if (f.length || f.flags || f.imm || f.handle) return Decode::bad_fields;
+        break;
+    case kError:
+        if (f.length || f.flags || f.handle) return Decode::bad_fields;
+        break;
+    }
+    *out = f;
+    return Decode::ok;
+}
+
+const char *decode_error_text(Decode d) {
+    switch (d) {
+    case Decode::ok:
+        return "ok";
+    case Decode::bad_type:
+        return "unknown frame type";
+    case Decode::bad_flags:
+        return "unknown frame flags";
+    case Decode::bad_reserved:
+        return "reserved field not zero";
+    case Decode::too_long:
+        return "frame longer than the connection allows";
+    case Decode::bad_fields:
+        return "inconsistent frame fields";
+    }
+    return "?";
+}
+
+void encode_hello(const Hello &h, uint8_t *out) {
+    memset(out, 0, kHelloWire);
+    uint8_t *p = out;
+    put32(p, kWireMagic);
+    put16(p + 4, kWireVersion);
+    put32(p + 6, h.type);
+    put32(p + 10, h.reliability);
+    put64(p + 14, h.mtu);
+    put32(p + 22, h.rdma);
+    put32(p + 26, h.reason);
+    put16(p + 30, h.host_len);
+    put16(p + 32, h.disc_len);
+    put16(p + 34, h.want_len);
+    memcpy(p + 36, h.host, kMaxHostAddress);
+    memcpy(p + 36 + kMaxHostAddress, h.disc, kMaxDisc);
+    memcpy(p + 36 + kMaxHostAddress + kMaxDisc, h.want, kMaxDisc);
+}
+
+bool decode_hello(const uint8_t *in, Hello *out) {
+    if (get32(in) != kWireMagic || get16(in + 4) != kWireVersion) return false;
+    Hello h{};
+    h.type = get32(in + 6);
+    h.reliability = get32(in + 10);
+    h.mtu = get64(in + 14);
+    h.rdma = get32(in + 22);
+    h.reason = get32(in + 26);
+    h.host_len = get16(in + 30);
+    h.disc_len = get16(in + 32);
+    h.want_len = get16(in + 34);
+    if (h.type < kHelloRequest || h.type > kHelloAck || h.host_len > kMaxHostAddress ||
+        h.disc_len > kMaxDisc || h.want_len > kMaxDisc || h.rdma > 3)
+        return false;
+    memcpy(h.host, in + 36, kMaxHostAddress);
+    memcpy(h.disc, in + 36 + kMaxHostAddress, kMaxDisc);
+    memcpy(h.want, in + 36 + kMaxHostAddress + kMaxDisc, kMaxDisc);
+    *out = h;
+    return true;
+}
+
+} // namespace vipl::tcp
