@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <getopt.h>
 #include <sched.h>
 #include <signal.h>
@@ -199,6 +200,15 @@ void ctl_read(int fd, void *p, size_t n) {
     }
 }
 
+void enter_netns(const std::string &name) {
+    if (name.empty()) return;
+    std::string path = "/var/run/netns/" + name;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
+        fail("enter network namespace %s: %s", name.c_str(), strerror(errno));
+    close(fd);
+}
+
 void relax(bool same_cpu) {
     if (same_cpu)
         sched_yield();
@@ -218,6 +228,9 @@ Options parse_options(int argc, char **argv) {
                                       {"bytes", required_argument, nullptr, 'b'},
                                       {"window", required_argument, nullptr, 'W'},
                                       {"timeout", required_argument, nullptr, 't'},
+                                      {"netns", required_argument, nullptr, 'N'},
+                                      {"server-host", required_argument, nullptr, 'H'},
+                                      {"devices", required_argument, nullptr, 'D'},
                                       {nullptr, 0, nullptr, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, nullptr)) != -1) {
@@ -256,11 +269,25 @@ Options parse_options(int argc, char **argv) {
         case 't':
             o.timeout_s = std::max(1, atoi(optarg));
             break;
+        case 'N':
+        case 'D': {
+            std::string v = optarg;
+            size_t comma = v.find(',');
+            if (comma == std::string::npos)
+                fail("--%s wants CLIENT,SERVER", c == 'N' ? "netns" : "devices");
+            (c == 'N' ? o.client_netns : o.client_device) = v.substr(0, comma);
+            (c == 'N' ? o.server_netns : o.server_device) = v.substr(comma + 1);
+            break;
+        }
+        case 'H':
+            o.server_host = optarg;
+            break;
         default:
             fprintf(stderr,
                     "usage: %s [--mode lat|bw] [--variant V] [--sizes 0,64,4K,...] "
                     "[--cpus CLIENT,SERVER] [--iters N] [--warmup N] [--max-ms MS] "
-                    "[--bytes N] [--window W] [--timeout S]\n",
+                    "[--bytes N] [--window W] [--timeout S] [--netns CLIENT,SERVER] "
+                    "[--server-host ADDRESS] [--devices CLIENT,SERVER]\n",
                     argv[0]);
             exit(2);
         }
@@ -289,6 +316,7 @@ int run(const Options &o, Transport &t) {
         if (getppid() != parent) _exit(1);
         alarm(static_cast<unsigned>(o.timeout_s));
         close(sv[0]);
+        enter_netns(o.server_netns);
         pin_cpu(o.server_cpu);
         {
             std::unique_ptr<Peer> peer = t.open(o, true, sv[1]);
@@ -301,6 +329,7 @@ int run(const Options &o, Transport &t) {
     }
     alarm(static_cast<unsigned>(o.timeout_s));
     close(sv[1]);
+    enter_netns(o.client_netns);
     pin_cpu(o.client_cpu);
     {
         std::unique_ptr<Peer> peer = t.open(o, false, sv[0]);

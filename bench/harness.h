@@ -31,6 +31,12 @@ struct Options {
     uint64_t bw_bytes = 256ull << 20;
     int window = 16; // messages in flight (transports that need a window)
     int timeout_s = 120;
+    // Across hosts: each process enters its network namespace (by name, as
+    // `ip netns` makes them) right after the fork; the server listens on
+    // server_host, libvipl NICs are client_device / server_device.
+    std::string client_netns, server_netns;
+    std::string server_host;
+    std::string client_device = "shm0", server_device = "shm0";
 
     bool same_cpu() const { return client_cpu == server_cpu; }
     uint64_t max_size() const;
@@ -70,6 +76,8 @@ int run(const Options &o, Transport &t);
 
 uint64_t now_ns();
 void pin_cpu(int cpu);
+// Moves this process into the network namespace `name` (nothing if empty).
+void enter_netns(const std::string &name);
 [[noreturn]] void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ctl_write(int fd, const void *p, size_t n);
 void ctl_read(int fd, void *p, size_t n);

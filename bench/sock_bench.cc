@@ -1,6 +1,6 @@
 // Blocking stream sockets: --variant unix (AF_UNIX socketpair) or tcp
-// (loopback, TCP_NODELAY).  A stream cannot carry an empty message, so size
-// 0 moves one byte.  Bandwidth streams with no window of its own: the socket
+// (TCP_NODELAY; loopback, or --server-host across network namespaces).  A stream cannot carry an
+// empty message, so size 0 moves one byte.  Bandwidth streams with no window of its own: the socket
 // buffers are the window, as for any program that writes to a socket.
 #include "harness.h"
 
@@ -75,6 +75,8 @@ public:
         if (o.variant == "unix") {
             if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_) != 0)
                 fail("socketpair: %s", strerror(errno));
+        } else if (o.variant == "tcp" && !o.server_host.empty()) {
+            // Across namespaces: the server listens once it is in its own.
         } else if (o.variant == "tcp") {
             listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
             sockaddr_in a{};
@@ -89,9 +91,11 @@ public:
             fail("--variant must be unix or tcp");
         }
     }
-    std::unique_ptr<Peer> open(const Options &o, bool server, int) override {
+    std::unique_ptr<Peer> open(const Options &o, bool server, int ctl) override {
         int fd;
-        if (o.variant == "unix") {
+        if (o.variant == "tcp" && !o.server_host.empty()) {
+            fd = remote_tcp(o, server, ctl);
+        } else if (o.variant == "unix") {
             fd = pair_[server ? 1 : 0];
             close(pair_[server ? 0 : 1]);
         } else if (server) {
@@ -112,6 +116,31 @@ public:
     }
 
 private:
+    // The server listens on server_host (any port) and tells the client the port.
+    static int remote_tcp(const Options &o, bool server, int ctl) {
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        if (inet_pton(AF_INET, o.server_host.c_str(), &a.sin_addr) != 1)
+            fail("--server-host %s: not an IPv4 address", o.server_host.c_str());
+        if (server) {
+            int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            socklen_t len = sizeof a;
+            if (l < 0 || bind(l, reinterpret_cast<sockaddr *>(&a), len) != 0 || listen(l, 1) != 0 ||
+                getsockname(l, reinterpret_cast<sockaddr *>(&a), &len) != 0)
+                fail("tcp listen on %s: %s", o.server_host.c_str(), strerror(errno));
+            ctl_write(ctl, &a.sin_port, sizeof a.sin_port);
+            int fd = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+            if (fd < 0) fail("accept: %s", strerror(errno));
+            close(l);
+            return fd;
+        }
+        ctl_read(ctl, &a.sin_port, sizeof a.sin_port);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0)
+            fail("tcp connect to %s: %s", o.server_host.c_str(), strerror(errno));
+        return fd;
+    }
+
     int pair_[2] = {-1, -1};
     int listen_fd_ = -1;
     sockaddr_in addr_{};

@@ -1,5 +1,5 @@
-// libvipl shm, latency and bandwidth.  The spin budget comes from the
-// environment (VIPL_SPIN_US), set by the runner: large for "peer awake", 0 for
+// libvipl, latency and bandwidth (shm by default; --devices for another provider).  The spin budget
+// comes from the environment (VIPL_SPIN_US), set by the runner: large for "peer awake", 0 for
 // blocking.
 //
 // Every VI message needs a receive posted in advance, so the client never
@@ -23,7 +23,8 @@ constexpr uint32_t kAck = 2;
 class ViplPeer : public Peer {
 public:
     ViplPeer(const Options &o, bool server)
-        : window_(o.window), conn_(o.window, 2 * o.window, o.max_size()) {
+        : window_(o.window), conn_(o.window, 2 * o.window, o.max_size(),
+                                   server ? o.server_device : o.client_device, o.server_host) {
         for (int i = 0; i < 2 * window_; ++i) conn_.post_recv(i);
         // The client's pid names the connection, so concurrent runs do not meet.
         std::string disc = "vb" + std::to_string(server ? getppid() : getpid());

@@ -13,9 +13,10 @@ void check(const char *what, VIP_RETURN rc) {
     if (rc != VIP_SUCCESS) fail("%s: %s", what, VipReturnString(rc));
 }
 
-ViplConn::ViplConn(int nsend, int nrecv, uint64_t max)
-    : max_(std::max<uint64_t>(max, 64)), nsend_(nsend), nrecv_(nrecv) {
-    check("VipOpenNic", VipOpenNic("shm0", &nic_));
+ViplConn::ViplConn(int nsend, int nrecv, uint64_t max, const std::string &device,
+                   const std::string &server_host)
+    : server_host_(server_host), max_(std::max<uint64_t>(max, 64)), nsend_(nsend), nrecv_(nrecv) {
+    check("VipOpenNic", VipOpenNic(device.c_str(), &nic_));
     check("VipCreatePtag", VipCreatePtag(nic_, &ptag_));
     size_t descs = static_cast<size_t>(nsend + nrecv) * sizeof(VIP_DESCRIPTOR);
     size_t buf = (max_ + 4095) & ~size_t(4095);
@@ -43,18 +44,18 @@ ViplConn::~ViplConn() {
     munmap(mem_, mem_size_);
 }
 
-std::vector<uint8_t> ViplConn::address(const std::string &disc) {
+std::vector<uint8_t> ViplConn::address(const std::string &disc, const std::string &host) {
     std::vector<uint8_t> a(sizeof(VIP_NET_ADDRESS) + 64 + disc.size());
     auto *na = reinterpret_cast<VIP_NET_ADDRESS *>(a.data());
-    char host[] = "localhost";
-    check("VipNSGetHostByName", VipNSGetHostByName(nic_, host, na, 0));
+    std::string name = host.empty() ? "localhost" : host;
+    check("VipNSGetHostByName", VipNSGetHostByName(nic_, name.data(), na, 0));
     na->DiscriminatorLen = static_cast<VIP_UINT16>(disc.size());
     memcpy(na->HostAddress + na->HostAddressLen, disc.data(), disc.size());
     return a;
 }
 
 void ViplConn::accept(const std::string &disc) {
-    auto local = address(disc);
+    auto local = address(disc, "");
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 128);
     VIP_VI_ATTRIBUTES ra;
     VIP_CONN_HANDLE conn;
@@ -65,8 +66,8 @@ void ViplConn::accept(const std::string &disc) {
 }
 
 void ViplConn::connect(const std::string &disc) {
-    auto local = address(disc + "-c");
-    auto remote = address(disc);
+    auto local = address(disc + "-c", "");
+    auto remote = address(disc, server_host_);
     VIP_VI_ATTRIBUTES ra;
     VIP_RETURN rc = VIP_NO_MATCH;
     // The server may not be waiting yet.

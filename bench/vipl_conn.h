@@ -1,6 +1,7 @@
 // One end of a libvipl connection for the benchmarks, over the public API
 // only: NIC, ptag, one registered region holding the descriptors and the
-// data buffers, one reliable-delivery VI connected client-server.
+// data buffers, one reliable-delivery VI connected client-server, on any
+// provider's device.
 #pragma once
 
 #include <vipl.h>
@@ -19,7 +20,10 @@ public:
     // nsend/nrecv descriptors, each pointing at the one send or receive
     // buffer of `max` bytes (the benchmarks never look at the data).
     // Receives are not posted: the caller does it before traffic can arrive.
-    ViplConn(int nsend, int nrecv, uint64_t max);
+    // The NIC is `device`; the client reaches the server at `server_host`
+    // (its own host when empty).
+    ViplConn(int nsend, int nrecv, uint64_t max, const std::string &device = "shm0",
+             const std::string &server_host = "");
     ~ViplConn();
     ViplConn(const ViplConn &) = delete;
     ViplConn &operator=(const ViplConn &) = delete;
@@ -41,7 +45,8 @@ public:
     VIP_VI_HANDLE vi() const { return vi_; }
 
 private:
-    std::vector<uint8_t> address(const std::string &disc);
+    std::vector<uint8_t> address(const std::string &disc, const std::string &host);
+    std::string server_host_;
 
     VIP_NIC_HANDLE nic_{};
     VIP_PROTECTION_HANDLE ptag_{};

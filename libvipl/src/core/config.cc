@@ -72,6 +72,9 @@ const Row kRows[] = {
     ROW("TCP_DEAD_MS", "1500", u32, tcp_dead_ms, 100, 3600000,
         "tcp provider: a silent link is declared dead after about this long (keepalive and "
         "unacknowledged data), plus at most one second of probe interval"),
+    ROW("TCP_FRAME_WAIT_US", "2000", u32, tcp_frame_wait_us, 0, 1000000,
+        "tcp provider: a call that finds a message partly arrived waits this long at most "
+        "for the rest (it is on the wire), rather than return empty-handed after a wake-up"),
 };
 #undef ROW
 

@@ -29,6 +29,7 @@ struct Config {
     uint32_t tcp_port_base;      // TCP_PORT_BASE
     uint32_t tcp_port_range;     // TCP_PORT_RANGE
     uint32_t tcp_dead_ms;        // TCP_DEAD_MS
+    uint32_t tcp_frame_wait_us;  // TCP_FRAME_WAIT_US
 };
 
 // The configuration of this process; parsed on first use, thread safe.

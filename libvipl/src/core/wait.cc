@@ -130,19 +130,23 @@ static void rearm_for_fd(Vi *vi) {
     }
 }
 
+// Done's work with the lock held: true and *rc when something was taken.
+static bool done_locked(Vi *vi, WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
+    if (take(q, out, rc)) return true;
+    vi_progress(vi);
+    if (take(q, out, rc)) return true;
+    if (vi->fd_mode.load(std::memory_order_relaxed)) {
+        rearm_for_fd(vi);
+        if (take(q, out, rc)) return true;
+    }
+    return false;
+}
+
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) {
     ViGuard g(vi);
     if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
-    WorkQueue &q = recv ? vi->rq : vi->sq;
     VIP_RETURN rc;
-    if (take(q, out, &rc)) return rc;
-    vi_progress(vi);
-    if (take(q, out, &rc)) return rc;
-    if (vi->fd_mode.load(std::memory_order_relaxed)) {
-        rearm_for_fd(vi);
-        if (take(q, out, &rc)) return rc;
-    }
-    return VIP_NOT_DONE;
+    return done_locked(vi, recv ? vi->rq : vi->sq, out, &rc) ? rc : VIP_NOT_DONE;
 }
 
 static uint64_t spin_budget_ns(Vi *vi, const void *handle) {
@@ -158,9 +162,17 @@ static uint64_t spin_budget_ns(Vi *vi, const void *handle) {
 }
 
 VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
-    VIP_RETURN rc = vi_done(vi, handle, recv, out);
-    if (rc != VIP_NOT_DONE) return rc;
     WorkQueue &q = recv ? vi->rq : vi->sq;
+    VIP_RETURN rc;
+    bool level;
+    {
+        ViGuard g(vi);
+        if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
+        // Level-triggered readiness: what is already there makes the first
+        // poll return at once, so no progress (a system call) is needed before it.
+        level = !(vi->nic->ops->vi->wait_caps & kCapEdge);
+        if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc)) return rc;
+    }
 
     if (uint64_t budget = spin_budget_ns(vi, handle)) {
         uint64_t end = now_ns() + budget;
@@ -208,16 +220,19 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                    recv && !vi->fd_mode.load(std::memory_order_relaxed) && vi->sleepers.load() == 1
                        ? kWakeRecv
                        : kWakeAny);
-            vi_progress(vi);
+            // A transport with level-triggered readiness needs no look between
+            // arming and sleeping: whatever arrives meanwhile keeps its
+            // descriptor ready.  The look before (Done, spinning, the last
+            // wake-up) suffices.
+            if (!level) vi_progress(vi);
             if (take(q, out, &rc)) {
                 if (vi->sleepers.fetch_sub(1) == 1) vi_disarm(vi);
                 return rc;
             }
-            if (lone && (!(vi->nic->ops->vi->wait_caps & kCapEdge) || !vi_wait_set(vi)))
-                lone = false;
+            if (lone && (level || !vi_wait_set(vi))) lone = false;
             if (!lone) {
                 fds[n++] = pollfd{vi->efd, POLLIN, 0};
-                if (vi->prov) n += vi->nic->ops->vi->wait_fds(vi, fds + n, 4);
+                if (vi->prov) n += vi->nic->ops->vi->sleep_fds(vi, fds + n, 4);
             }
         }
         ++vi->counters.Sleeps;

@@ -104,6 +104,9 @@ struct ViOps {
     // hang-ups only.  The set may change when the connection does; a
     // provider calls vi_transport_closing before closing one of them.
     int (*wait_fds)(Vi *vi, struct pollfd *fds, int max);
+    // What a thread about to sleep polls besides vi->efd, for this sleep
+    // only (the events may differ from one sleep to the next).
+    int (*sleep_fds)(Vi *vi, struct pollfd *fds, int max);
     // One of those descriptors woke a sleeper: look at the peer now rather
     // than at the next periodic check.
     void (*check_peer)(Vi *vi);

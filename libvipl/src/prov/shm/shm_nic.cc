@@ -76,6 +76,7 @@ const ViOps kViOps = {
     .disarm = disarm,
     .armed = armed,
     .wait_fds = wait_fds,
+    .sleep_fds = wait_fds,
     .check_peer = check_peer,
     .exchange_cpu = exchange_cpu,
     .wait_caps = kCapSpin | kCapEdge,

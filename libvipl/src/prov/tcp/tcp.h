@@ -87,6 +87,7 @@ struct Endpoint {
     uint16_t reliability = 0;
     uint64_t mtu = 0;
     uint32_t copy_threshold = 0; // sends above it are acknowledged under reliable delivery
+    uint32_t frame_wait_us = 0;  // TCP_FRAME_WAIT_US
     uint64_t dead_check = 0;     // next time the socket's error state is looked at
 
     // Sending: frames go out whole, one after the other.  Header-only frames
@@ -122,6 +123,7 @@ struct Endpoint {
     uint64_t ack_taken = 0; // acknowledged messages taken (sequence of the next)
     uint64_t ack_sent = 0;  // ... of which the peer has been told
     bool rx_more = false;   // stopped before the socket ran dry
+    uint32_t lowat = 1;     // SO_RCVLOWAT: bytes that complete the frame being received
 
     VIP_VI_ATTRIBUTES peer_attrs{};
     P2p *p2p = nullptr;
@@ -200,6 +202,7 @@ void connection_lost(Vi *vi, Endpoint *ep, VIP_ERROR_CODE code);
 void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, uint32_t remote, uint64_t seq,
                       VIP_DESCRIPTOR *desc = nullptr);
 int wait_fds(Vi *vi, pollfd *fds, int max);
+int sleep_fds(Vi *vi, pollfd *fds, int max);
 void check_peer(Vi *vi);
 // Makes epfd watch the socket for output room too (while output is short of it).
 void set_want_out(Endpoint *ep, bool on);

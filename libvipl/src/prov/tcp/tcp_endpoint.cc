@@ -73,6 +73,7 @@ VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &) {
     ep->reliability = vi->attrs.ReliabilityLevel;
     ep->mtu = vi->attrs.MaxTransferSize;
     ep->copy_threshold = config().copy_threshold;
+    ep->frame_wait_us = config().tcp_frame_wait_us;
     ep->up = true;
     if (vi->shareable) {
         fd_share(sock);
@@ -173,6 +174,15 @@ int wait_fds(Vi *vi, pollfd *fds, int max) {
     fds[0] = pollfd{ep->epfd, POLLIN, 0};    // input, and output space while it is short
     fds[1] = pollfd{ep->sock, POLLRDHUP, 0}; // the peer hung up or the link died
     return 2;
+}
+
+int sleep_fds(Vi *vi, pollfd *fds, int max) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up || max < 1) return 0;
+    // The socket itself: one level less than the epoll set registered elsewhere.
+    fds[0] =
+        pollfd{ep->sock, static_cast<short>(POLLIN | POLLRDHUP | (ep->want_out ? POLLOUT : 0)), 0};
+    return 1;
 }
 
 void check_peer(Vi *vi) {

@@ -144,6 +144,7 @@ const ViOps kViOps = {
     .disarm = enosys::disarm,
     .armed = enosys::armed,
     .wait_fds = wait_fds,
+    .sleep_fds = sleep_fds,
     .check_peer = check_peer,
     .exchange_cpu = enosys::exchange_cpu,
     // A non-blocking look at the socket is cheap next to a sleep; readiness is level-triggered.

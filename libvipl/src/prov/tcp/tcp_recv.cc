@@ -2,6 +2,7 @@
 // straight to their destination (a receive descriptor's segments, the RDMA
 // target region, an RDMA read's local segments).  Every RDMA is checked here,
 // on the target, before a byte of it is stored.
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/segments.h"
 #include "core/vi.h"
@@ -22,6 +23,8 @@ constexpr uint64_t kBytesPerCall = 8 << 20;
 
 enum class Io { more, dry, closed };
 
+void set_lowat(Endpoint *ep);
+
 bool reliable(const Endpoint *ep) {
     return ep->reliability != VIP_SERVICE_UNRELIABLE;
 }
@@ -32,7 +35,12 @@ void protocol_error(Vi *vi, Endpoint *ep, const char *what) {
     connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
 }
 
-Io fill(Vi *vi, Endpoint *ep) {
+// Reads into the buffer.  A read that did not fill the room offered most
+// likely emptied the socket: *maybe_more false spares the next read that
+// would only say so (readiness is level-triggered: data that comes later
+// wakes the next wait).
+Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
+    if (!*maybe_more) return Io::dry;
     if (ep->rx_start == ep->rx_end) {
         ep->rx_start = ep->rx_end = 0;
     } else if (ep->rx_start) {
@@ -46,6 +54,7 @@ Io fill(Vi *vi, Endpoint *ep) {
         int err = errno;
         errno = saved;
         if (n > 0) {
+            *maybe_more = static_cast<uint32_t>(n) == kRxBuffer - ep->rx_end;
             ep->rx_end += static_cast<uint32_t>(n);
             return Io::more;
         }
@@ -313,7 +322,7 @@ bool begin(Vi *vi, Endpoint *ep) {
 }
 
 // Moves payload bytes of the current frame; Io::more once it is complete.
-Io payload(Vi *vi, Endpoint *ep, uint64_t *budget) {
+Io payload(Vi *vi, Endpoint *ep, uint64_t *budget, bool *maybe_more) {
     const Frame &f = ep->frame;
     while (ep->got < f.length) {
         uint64_t left = f.length - ep->got;
@@ -332,11 +341,13 @@ Io payload(Vi *vi, Endpoint *ep, uint64_t *budget) {
             continue;
         }
         if (left >= kDirect && n > 0) {
+            if (!*maybe_more) return Io::dry;
             int saved = errno;
             ssize_t got = readv(ep->sock, iov, n);
             int err = errno;
             errno = saved;
             if (got > 0) {
+                *maybe_more = static_cast<uint64_t>(got) == left;
                 ep->got += static_cast<uint64_t>(got);
                 *budget -= std::min<uint64_t>(*budget, static_cast<uint64_t>(got));
                 if (!*budget) return Io::dry;
@@ -347,10 +358,27 @@ Io payload(Vi *vi, Endpoint *ep, uint64_t *budget) {
             connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
             return Io::closed;
         }
-        Io r = fill(vi, ep);
+        Io r = fill(vi, ep, maybe_more);
         if (r != Io::more) return r;
     }
     return finish(vi, ep) ? Io::more : Io::closed;
+}
+
+// The socket reads as ready only once the frame under way can complete: a
+// program polling a wait fd is woken when there is a message to take, not
+// for every piece of one.
+void set_lowat(Endpoint *ep) {
+    uint64_t want = 1;
+    if (ep->in_payload)
+        want = ep->frame.length - ep->got;
+    else if (ep->rx_end - ep->rx_start < kFrameHeader)
+        want = kFrameHeader - (ep->rx_end - ep->rx_start);
+    uint32_t v = static_cast<uint32_t>(std::min<uint64_t>(want ? want : 1, 1u << 30));
+    if (v == ep->lowat) return;
+    int iv = static_cast<int>(v), saved = errno;
+    setsockopt(ep->sock, SOL_SOCKET, SO_RCVLOWAT, &iv, sizeof iv);
+    errno = saved;
+    ep->lowat = v;
 }
 
 } // namespace
@@ -364,27 +392,61 @@ WqEntry *oldest_read(Vi *vi) {
     return nullptr;
 }
 
+// A frame is partly here: wait (bounded) for the rest, which the peer has
+// started to write.  The readiness that brought the caller here then means a
+// message to take, not a piece of one.  True if more can be read.
+bool await_rest(Endpoint *ep, uint64_t *wait_end) {
+    if (!ep->frame_wait_us) return false;
+    bool partial = ep->in_payload || ep->rx_end != ep->rx_start;
+    if (!partial) return false;
+    uint64_t now = now_ns();
+    if (!*wait_end) *wait_end = now + ep->frame_wait_us * 1000ull;
+    if (now >= *wait_end) return false;
+    set_lowat(ep); // one wake-up when all of it is here
+    uint64_t left = *wait_end - now;
+    timespec ts{static_cast<time_t>(left / 1000000000ull), static_cast<long>(left % 1000000000ull)};
+    pollfd p{ep->sock, POLLIN, 0};
+    int saved = errno;
+    int n = ppoll(&p, 1, &ts, nullptr);
+    errno = saved;
+    return n > 0;
+}
+
 bool receive(Vi *vi, Endpoint *ep) {
     ep->rx_more = false;
     uint64_t budget = kBytesPerCall;
+    bool maybe_more = true;
+    uint64_t wait_end = 0;
     for (int frames = 0; ep->up; ++frames) {
         if (frames >= kFramesPerCall) {
             ep->rx_more = true;
             return true;
         }
         if (ep->in_payload) {
-            Io r = payload(vi, ep, &budget);
+            Io r = payload(vi, ep, &budget, &maybe_more);
             if (r == Io::closed) return false;
             if (r == Io::dry) {
+                if (budget && await_rest(ep, &wait_end)) {
+                    maybe_more = true;
+                    continue;
+                }
                 ep->rx_more = budget == 0;
+                set_lowat(ep);
                 return true;
             }
             continue;
         }
         if (ep->rx_end - ep->rx_start < kFrameHeader) {
-            Io r = fill(vi, ep);
+            Io r = fill(vi, ep, &maybe_more);
             if (r == Io::closed) return false;
-            if (r == Io::dry) return true;
+            if (r == Io::dry) {
+                if (await_rest(ep, &wait_end)) {
+                    maybe_more = true;
+                    continue;
+                }
+                set_lowat(ep);
+                return true;
+            }
             continue;
         }
         Decode dc = decode_frame(ep->rx + ep->rx_start, ep->mtu, &ep->frame);
