@@ -12,6 +12,9 @@ PAPER_ONE_WAY_US = 42.0
 PAPER_MAX_MBPS = 107.0
 PAPER_POST_SEND = (1.5, 29.1)  # us: system call skipped, made
 PAPER_POST_RECV = (1.2, 10.1)
+PAPER_MAX_VIS = 64000  # where the paper's VIA nodes stopped
+VI_AIM_KIB = 16.0
+SCALE_RINGS = [("vipl-ring8192", "8 KiB (default)"), ("vipl-ring2048", "2 KiB")]
 UCX_BEFORE_ONE_WAY_US = 0.30
 UCX_BEFORE_1MIB_GBPS = 20.5
 
@@ -69,6 +72,10 @@ def num(v, unit=""):
     else:
         s = f"{v:.3f}"
     return s + unit
+
+
+def count(v):
+    return "–" if v is None else f"{v:,.0f}"
 
 
 def ratio(a, b):
@@ -141,6 +148,19 @@ class Report:
                 return None, va, vb
             return (ratio(va, vb) if b else va), va, vb
 
+        vis = self.scale_size("vipl-ring8192")
+        if vis is not None:
+            ring8 = lambda key: ("vi_scale_" + key, "vipl-ring8192", "host", vis)
+            specs += [
+                (f"connected VIs on one host, each carrying a message (paper: {PAPER_MAX_VIS:,})",
+                 ">= 131,072", ring8("vis"), None, "VIs", lambda v: v >= 131072, 1),
+                ("memory per idle connected VI, default ring, after one message each way",
+                 f"<= {VI_AIM_KIB:g} KiB", ring8("kib_per_vi_msg"), None, "KiB",
+                 lambda v: v <= VI_AIM_KIB, 1),
+                ("memory per idle connected VI, default ring, every ring page touched",
+                 f"<= {VI_AIM_KIB:g} KiB", ring8("kib_per_vi_wrap"), None, "KiB",
+                 lambda v: v <= VI_AIM_KIB, 1),
+            ]
         rows = []
         for name, wanted, a, b, unit, test, scale in specs:
             v, va, vb = value(lambda k: self.data.get(k, (None,))[0], a, b)
@@ -305,6 +325,98 @@ class Report:
         self.table(["mode", "placement", "doorbells / msg", "sleeps / msg", "spin wins / msg"],
                    rows)
 
+    def scale_size(self, transport):
+        sizes = [k[3] for k in self.data if k[0] == "vi_scale_vis" and k[1] == transport]
+        return sizes[0] if sizes else None
+
+    def vi_scale(self):
+        self.emit("## VIs on one host", "",
+                  f"The paper's VIA nodes stopped at {PAPER_MAX_VIS:,} VIs. Here server and client "
+                  "processes (16 + 16 when the descriptor limits allow) hold the VIs, both ends of "
+                  "each connection counted; every VI carries one checked message each way, then "
+                  "512-byte messages until every ring went once round, then all is torn down. "
+                  "Memory per VI = growth of Shmem, PageTables, KernelStack (/proc/meminfo), "
+                  "slab objects (/proc/slabinfo) and the processes' Pss_Anon, divided by the "
+                  "VIs. Slab leaves out the /proc/PID/fd inodes that programs listing every "
+                  "process's descriptors make (shown apart); /proc/meminfo's Slab (pages) and "
+                  "MemAvailable are cross-checks.", "")
+        rows, parts = [], []
+        for transport, ring in SCALE_RINGS:
+            n = self.scale_size(transport)
+            if n is None:
+                continue
+            g = lambda key: self.get("vi_scale_" + key, transport, "host", n)
+            rows.append([ring, f"{count(g('vis'))} ({count(g('processes'))} processes)",
+                         count(g("setup_rate")), count(g("teardown_rate")),
+                         f"{g('fds_per_vi'):.2f} / {g('maps_per_vi'):.2f}"
+                         if g("fds_per_vi") is not None else "–",
+                         num(g("kib_per_vi_idle")), num(g("kib_per_vi_msg")),
+                         num(g("kib_per_vi_wrap"))])
+            for state, title in (("idle", "connected, no message yet"),
+                                 ("msg", "after one message each way"),
+                                 ("wrap", "after every ring went round")):
+                parts.append([ring, title] + [num(g(f"{k}_per_vi_{state}")) for k in (
+                    "shmem", "slab", "pagetables", "anon", "kib", "slabpages", "memavail",
+                    "procslab")])
+        if not rows:
+            self.emit("Not measured (see the failures below).", "")
+            return
+        self.table(["ring each way", "VIs connected", "set-up (connections/s)",
+                    "teardown (VIs/s)", "descriptors / mappings per VI",
+                    "KiB per idle VI: connected", "after one message", "every ring page touched"],
+                   rows)
+        self.emit("Per VI, KiB:", "")
+        self.table(["ring", "state", "Shmem (rings)", "Slab objects", "PageTables + stacks",
+                    "process heap (Pss_Anon)", "total", "Slab pages (cross-check)",
+                    "MemAvailable drop (cross-check)", "/proc inodes of others (left out)"],
+                   parts)
+
+    def paper_sharing(self):
+        sizes = sorted({k[2] for k in self.data if k[0] == "paper_vis"},
+                       key=lambda p: [int(x) for x in p.split("x")])
+        self.emit("## The paper's example: VIs shared across fork()", "",
+                  "One node (this host) runs S server processes and C client processes, fully "
+                  "connected, two VIs (one at each end) per connection. Without sharing every "
+                  "server process connects to every client process: S x C connections. With "
+                  "sharing a server parent connects one shareable VI per client, then forks its "
+                  "S workers, which all use them: C connections. In both, every server worker "
+                  "sends one message to every client and the client answers on the same VI; "
+                  "both sides check the content (with sharing, any worker may take any "
+                  "completion: each answer is taken exactly once). Memory as above, between the "
+                  "processes being ready and everything connected and idle: \"VIs\" is what "
+                  "connecting added, \"server workers\" what forking the S workers added "
+                  "(with sharing that includes their hold on the shared VIs: one mapping and "
+                  "three descriptors per VI in each worker).", "")
+        if not sizes:
+            self.emit("Not measured (see the failures below).", "")
+            return
+        for placement in sizes:
+            s, c = placement.split("x")
+            g = lambda key, t: self.get("paper_" + key, t, placement, int(c))
+            mib = lambda key, t: None if g(key, t) is None else g(key, t) / 1024
+            n = lambda k, t: g(k, t)
+            rows = []
+            for title, key, conv, fmt in (
+                    ("connections on the node", "connections", n, count),
+                    ("VIs on the node", "vis", n, count),
+                    ("memory of the VIs (MiB)", "mem_vis", mib, num),
+                    ("  of which Shmem (rings)", "mem_vis_shmem", mib, num),
+                    ("  of which slab objects (sockets, files, inodes)", "mem_vis_slab", mib, num),
+                    ("  of which PageTables", "mem_vis_pagetables", mib, num),
+                    ("  of which process heap (Pss_Anon)", "mem_vis_anon", mib, num),
+                    ("memory added by forking the server workers (MiB)", "mem_workers", mib, num),
+                    ("memory per node, idle (MiB)", "mem_node", mib, num),
+                    ("memory per node after the messages (MiB)", "mem_node_msg", mib, num),
+                    ("descriptors on the node", "fds", n, count),
+                    ("mappings on the node", "maps", n, count),
+                    ("messages checked", "messages", n, count),
+                    ("connection set-up (ms)", "setup_s",
+                     lambda k, t: None if g(k, t) is None else g(k, t) * 1000, num)):
+                a, b = conv(key, "private"), conv(key, "shared")
+                rows.append([title, fmt(a), fmt(b), rtext(ratio(a, b))])
+            self.emit(f"### {s} server processes x {c} client processes", "")
+            self.table(["", "without sharing", "with sharing", "without / with"], rows)
+
     def notes(self):
         self.emit("## Not measured, failures, caveats", "")
         fails = self.meta.get("failures", [])
@@ -394,6 +506,8 @@ class Report:
         self.bandwidth()
         self.table5()
         self.counters()
+        self.vi_scale()
+        self.paper_sharing()
         self.notes()
         self.plots()
         with open(os.path.join(self.out, "report.md"), "w") as fh:

@@ -5,7 +5,8 @@ Usage: run.py BUILD_DIR OUT_DIR
 
 Each round runs every transport once per placement (A B C A B C ...), so a
 noisy minute on a shared machine spreads over all transports instead of
-landing on one; results.csv holds the median over rounds.  Every child runs
+landing on one; results.csv holds the median over rounds.  After the rounds,
+the VI-scale fleets and the paper's sharing example run once.  Every child runs
 in its own session under a timeout and is killed with its process group if
 it hangs.
 """
@@ -35,6 +36,13 @@ BW_MAX_MS = 200
 SLOW_POLL_ITERS = 25
 TIMEOUT_S = 60
 SPIN_US = "1000000"  # the largest VIPL_SPIN_US accepted
+# VI scale and the paper's sharing example: once per run (they measure
+# memory and set-up, seconds each, not a noisy latency).
+SCALE_VIS = int(os.environ.get("VIPL_BENCH_SCALE_VIS", "131072"))
+SCALE_RINGS = ["8192", "2048"]  # VIPL_SHM_RING_SIZE: the default and the smallest
+PAPER_SIZES = [(8, 64), (16, 256)]  # server processes x client processes
+PAPER_REPS = 3  # under a second each; the median tames the noise of /proc/meminfo
+SCALE_TIMEOUT_S = 240
 
 COLUMNS = ["benchmark", "transport", "placement", "size", "value", "unit", "iterations"]
 
@@ -283,6 +291,62 @@ class Runner:
         if not seen:
             self.fail("post_cost", transport, "cross", "no result in its output: " + tail(out))
 
+    # ------------------------------------------------ VI scale, sharing
+    def vi_scale(self, ring):
+        transport = f"vipl-ring{ring}"
+        path = self.binary("bench-vi-scale")
+        if not path:
+            self.fail("vi_scale", transport, "host", "bench-vi-scale was not built")
+            return
+        try:
+            out = self.run([path, "--mode", "fleet", "--vis", str(SCALE_VIS), "--timeout",
+                            str(SCALE_TIMEOUT_S - 60)], {"VIPL_SHM_RING_SIZE": ring},
+                           SCALE_TIMEOUT_S)
+        except Failure as e:
+            self.fail("vi_scale", transport, "host", str(e))
+            return
+        seen = False
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) == 4 and f[0] == "fleet":
+                self.add("vi_scale_" + f[1], transport, "host", SCALE_VIS, float(f[2]), f[3], 1)
+                seen = True
+        if not seen:
+            self.fail("vi_scale", transport, "host", "no result in its output: " + tail(out))
+
+    def paper_example(self, servers, clients, share):
+        transport = "shared" if share else "private"
+        placement = f"{servers}x{clients}"
+        path = self.binary("bench-vi-scale")
+        if not path:
+            self.fail("paper", transport, placement, "bench-vi-scale was not built")
+            return
+        try:
+            out = self.run([path, "--mode", "paper", "--servers", str(servers), "--clients",
+                            str(clients), "--share", str(share), "--timeout", str(TIMEOUT_S)],
+                           None, 2 * TIMEOUT_S)
+        except Failure as e:
+            self.fail("paper", transport, placement, str(e))
+            return
+        seen = False
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) == 5 and f[0] == "paper" and f[1] == transport:
+                self.add("paper_" + f[2], transport, placement, clients, float(f[3]), f[4], 1)
+                seen = True
+        if not seen:
+            self.fail("paper", transport, placement, "no result in its output: " + tail(out))
+
+    def scale(self):
+        self.round = 0  # once, not per round
+        for ring in SCALE_RINGS:
+            self.vi_scale(ring)
+        for rep in range(1, PAPER_REPS + 1):
+            self.round = rep
+            for servers, clients in PAPER_SIZES:
+                for share in (0, 1):
+                    self.paper_example(servers, clients, share)
+
     # ------------------------------------------------------------ plan
     def one_round(self):
         for placement in PLACEMENTS:
@@ -317,6 +381,8 @@ class Runner:
                 self.round = r
                 print(f"round {r}/{ROUNDS} ({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.one_round()
+            print(f"VI scale and sharing ({time.monotonic() - start:.0f} s so far)", flush=True)
+            self.scale()
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
         elapsed = time.monotonic() - start
@@ -347,7 +413,8 @@ class Runner:
             failures=[dict(benchmark=b, transport=t, placement=p, reason=r)
                       for (b, t, p), r in sorted(self.failures.items())],
             notes=self.notes, lat_iters=LAT_ITERS, lat_max_ms=LAT_MAX_MS, bw_bytes=BW_BYTES,
-            slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US)
+            slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US, scale_vis=SCALE_VIS,
+            scale_rings=SCALE_RINGS, paper_sizes=PAPER_SIZES, paper_reps=PAPER_REPS)
         with open(os.path.join(self.out, "meta.json"), "w") as fh:
             json.dump(meta, fh, indent=1)
 

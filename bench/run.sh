@@ -11,7 +11,7 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 build=$1
 out=$2
-for b in bench-vipl bench-vipl-postcost bench-ring bench-sock; do
+for b in bench-vipl bench-vipl-postcost bench-ring bench-sock bench-vi-scale; do
     [ -x "$build/bench/$b" ] || { echo "run.sh: $build/bench/$b is missing: build first" >&2; exit 1; }
 done
 mkdir -p "$out"

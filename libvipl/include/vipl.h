@@ -215,7 +215,8 @@ typedef struct {
     /*
      * Extension (zero keeps VIPL 1.0 behaviour): the VI is shared with the
      * children this process forks after the VI is created (or connected);
-     * see <vipl_ext.h>.
+     * see <vipl_ext.h>.  A program written for VIPL 1.0 that fills the
+     * structure field by field must set it too (or zero the structure).
      */
     VIP_BOOLEAN Shareable;
 } VIP_VI_ATTRIBUTES;

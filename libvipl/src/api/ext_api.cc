@@ -48,7 +48,8 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
         ViGuard g(vi);
         if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (vis().local(vi).user_fd < 0) {
-            int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
+            // A shareable VI's fd stays valid in fork children (they hold the VI too).
+            int ep = fd_track(epoll_create1(EPOLL_CLOEXEC), vi->shareable);
             if (ep < 0) {
                 VIPL_LOG(error, "VipGetViWaitFd: epoll_create1: %s", strerror(errno));
                 return VIP_ERROR_RESOURCE;

@@ -148,13 +148,22 @@ uint64_t self_token() {
     return t;
 }
 
-void renew_self_token() {
+uint64_t new_token() {
+    static std::atomic<uint64_t> counter{0};
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t t = (static_cast<uint64_t>(getpid()) << 40) ^
-                 static_cast<uint64_t>(ts.tv_sec) * 1000000000ull ^
-                 static_cast<uint64_t>(ts.tv_nsec);
-    g_token.store(t | 1, std::memory_order_relaxed);
+    uint64_t t =
+        (static_cast<uint64_t>(getpid()) << 40) ^ static_cast<uint64_t>(ts.tv_sec) * 1000000000ull ^
+        static_cast<uint64_t>(ts.tv_nsec) ^ (counter.fetch_add(1, std::memory_order_relaxed) << 20);
+    return t | 1;
+}
+
+void renew_self_token() {
+    g_token.store(new_token(), std::memory_order_relaxed);
+}
+
+void set_self_token(uint64_t t) {
+    g_token.store(t, std::memory_order_relaxed);
 }
 
 } // namespace vipl

@@ -28,5 +28,8 @@ void object_free(void *p, size_t bytes, bool shared);
 // a fork child.
 uint64_t self_token();
 void renew_self_token();
+// A token for another process (a fork child about to be), and taking it.
+uint64_t new_token();
+void set_self_token(uint64_t t);
 
 } // namespace vipl

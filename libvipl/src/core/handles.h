@@ -37,12 +37,26 @@ struct Holders {
     std::atomic<uint32_t> epoch; // bumped when the set is reset
 
     bool has(uint64_t t) const;
+    // Adds t (pid p; 0 while a fork child does not know its pid yet); when
+    // full, the places of holders that are gone are taken back first.
     bool add(uint64_t t, int32_t p);
+    // Gives t's place its pid; false if t holds no place.
+    bool set_pid(uint64_t t, int32_t p);
     void remove(uint64_t t);
     void reset(uint64_t t, int32_t p); // only t
-    // Whether a live process other than the one named by t holds it.
+    // Whether a live process other than the one named by t holds it (places
+    // of the dead are freed on the way).
     bool others_alive(uint64_t t);
+    // Frees the places of holders other than t that are gone.
+    void reap(uint64_t t);
 };
+
+// Makes this process recognisable as alive to other holders (an abstract
+// socket named after its token, closed by exit, kill and exec alike).
+void holder_mark();
+// This process holds `delta` more (or fewer) shareable objects.  When it
+// holds none any more it drops its mark and what it inherited for them.
+void holding_changed(int delta);
 
 struct Object {
     uint32_t index = 0;
@@ -87,7 +101,10 @@ public:
         obj->index = index;
         obj->owner = self_token();
         obj->shareable = shareable;
-        if (shareable) obj->holders->reset(obj->owner, self_pid());
+        if (shareable) {
+            obj->holders->reset(obj->owner, self_pid());
+            holding_changed(1);
+        }
         s.local = Local{};
         s.verified.store(0, std::memory_order_relaxed);
         s.obj.store(obj, std::memory_order_release);
@@ -107,7 +124,9 @@ public:
             free_.push_back(obj->index);
             --live_;
         }
+        bool shared = obj->shareable;
         if (destroy) give_back(obj);
+        if (shared) holding_changed(-1);
     }
 
     void *handle_of(const T *obj) const {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <mutex>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace vipl {
@@ -30,13 +31,75 @@ void vi_connected_locked(Vi *vi) {
 }
 
 void vi_transport_closing(Vi *vi) {
-    if (!vi->prov || !vi->usable_here()) return;
-    notifier_unwatch_transport(vi);
+    if (!vi->usable_here()) return;
+    ViLocal &l = vis().local(vi);
     Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;
-    if (scq) cq_watch_fds(scq, vi, false);
-    if (rcq && rcq != scq) cq_watch_fds(rcq, vi, false);
-    watch_transport(vis().local(vi).user_fd, vi, 0, false);
-    watch_transport(vis().local(vi).wait_ep, vi, 0, false);
+    int sets[4] = {l.user_fd, l.wait_ep, scq ? scq->epfd : -1, rcq ? rcq->epfd : -1};
+    for (int fd : l.copy_fd) {
+        if (fd < 0) continue;
+        for (int set : sets)
+            if (set >= 0) epoll_ctl(set, EPOLL_CTL_DEL, fd, nullptr);
+    }
+    notifier_forget_fds(vi, l.copy_fd, ViLocal::kMaxCopies);
+}
+
+void vi_hold_fd(Vi *vi, int fd) {
+    ViLocal &l = vis().local(vi);
+    if (l.copies_epoch != vi->transport_epoch) vi_drop_copies(vi);
+    l.copies_epoch = vi->transport_epoch;
+    for (int &slot : l.copy_fd)
+        if (slot < 0) {
+            slot = fd;
+            if (vi->shareable) fd_share(fd);
+            return;
+        }
+}
+
+void vi_hold_map(Vi *vi, void *p, size_t size) {
+    ViLocal &l = vis().local(vi);
+    l.copies_epoch = vi->transport_epoch;
+    l.copy_map = p;
+    l.copy_map_size = size;
+}
+
+void vi_hold_aux(Vi *vi, void *aux) {
+    vis().local(vi).copy_aux = aux;
+}
+
+void vi_drop_copies(Vi *vi) {
+    vi_transport_closing(vi);
+    ViLocal &l = vis().local(vi);
+    for (int &fd : l.copy_fd) {
+        if (fd >= 0) fd_close(fd);
+        fd = -1;
+    }
+    if (l.copy_map) munmap(l.copy_map, l.copy_map_size);
+    l.copy_map = nullptr;
+    l.copy_map_size = 0;
+    if (l.copy_aux) vi->nic->ops->vi->drop_aux(vi, l.copy_aux);
+    l.copy_aux = nullptr;
+}
+
+void vi_transport_gone(Vi *vi) {
+    if (vi->shareable) ++vi->transport_epoch;
+    vis().local(vi).copies_epoch = vi->transport_epoch;
+}
+
+void vi_catch_up(Vi *vi) {
+    ViLocal &l = vis().local(vi);
+    bool stale = l.copies_epoch != vi->transport_epoch;
+    bool missed = l.error_seq != vi->error_seq;
+    if (!(stale || missed) || !vis().alive(vi) || !vi->usable_here()) return;
+    if (stale) {
+        vi_drop_copies(vi);
+        l.copies_epoch = vi->transport_epoch;
+    }
+    if (missed) {
+        // Raised by another holder: this one hears it too (its error
+        // callback runs if it owns the NIC).
+        l.error_seq = vi->error_seq;
+        vi_report(vi, vi->error_code);
+    }
 }
 
 void vi_check_poison(Vi *vi) {
@@ -70,9 +133,9 @@ static void close_local(Vi *vi) {
 // A holder of a shareable VI leaves while others keep it: it closes its own
 // copies of the descriptors and mappings and forgets the handle.
 static void vi_leave_locked(Vi *vi) {
-    vi_transport_closing(vi);
     notifier_watch_vi(vi, false);
     if (vi->prov) vi->nic->ops->vi->leave(vi);
+    vi_drop_copies(vi);
     close_local(vi);
     close(vi->efd); // our copy; the number stays valid for the others
     vi->holders->remove(self_token());

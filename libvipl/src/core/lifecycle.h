@@ -8,15 +8,28 @@ namespace vipl {
 // Marks a VI Connected once its provider finished connecting (vi->lock
 // held) and starts watching its transport descriptors.
 void vi_connected_locked(Vi *vi);
-// A provider is about to close the transport descriptors it returned from
-// wait_fds (lock held): every epoll set of this process forgets them first,
-// so none keeps watching a descriptor a fork child may still hold open.
+// Every epoll set of this process forgets the VI's transport copies (lock
+// held): none keeps watching a descriptor a fork child may still hold open.
 void vi_transport_closing(Vi *vi);
+// The provider's transport descriptors and mapping, as this process holds
+// them (lock held): vi_drop_copies unwatches and closes them, in every
+// holder of a shareable VI (each its own copies), when the transport goes
+// away.  Providers never close them themselves.
+void vi_hold_fd(Vi *vi, int fd);
+void vi_hold_map(Vi *vi, void *p, size_t size);
+void vi_hold_aux(Vi *vi, void *aux);
+void vi_drop_copies(Vi *vi);
+// The provider's transport is gone (lock held, copies dropped): the other
+// holders drop theirs at their next call.
+void vi_transport_gone(Vi *vi);
+// A shareable VI's holder catches up with what other holders did (lock held).
+void vi_catch_up(Vi *vi);
 // A holder of a shareable VI died holding its lock (the robust lock said so,
 // lock held): the VI goes to the Error state for every holder.
 void vi_check_poison(Vi *vi);
 inline void after_lock(Vi *vi) {
     if (vi->lock.owner_died()) vi_check_poison(vi);
+    if (vi->shareable) vi_catch_up(vi);
 }
 
 // Holds a VI's lock; a lock inherited from a dead holder fails the VI first.

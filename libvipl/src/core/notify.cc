@@ -319,11 +319,12 @@ void notifier_watch_vi(Vi *vi, bool add) {
     poke_locked();
 }
 
-void notifier_unwatch_transport(Vi *vi) {
+void notifier_forget_fds(Vi *vi, const int *fds, int n) {
     std::lock_guard<Mutex> l(g.lock);
     if (!g.running || !vis().local(vi).watched) return;
     vis().local(vi).watched = false;
-    watch_vi_fds(vi, false);
+    for (int i = 0; i < n; ++i)
+        if (fds[i] >= 0) epoll_ctl(g.epfd, EPOLL_CTL_DEL, fds[i], nullptr);
 }
 
 void notifier_watch_cq(Cq *cq, bool add) {

@@ -19,7 +19,7 @@ void notifier_poke();
 void notifier_watch_vi(Vi *vi, bool add);
 void notifier_watch_cq(Cq *cq, bool add);
 // Stops watching a VI's transport descriptors (about to be closed).
-void notifier_unwatch_transport(Vi *vi);
+void notifier_forget_fds(Vi *vi, const int *fds, int n);
 // In a fork child: the thread does not exist there.
 void notifier_forget_after_fork();
 void notifier_lock_for_fork();

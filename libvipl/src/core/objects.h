@@ -80,6 +80,9 @@ public:
     void set_live(VIP_MEM_HANDLE h, bool live);
     // Keeps the table mapped in fork children (the NIC has shareable objects).
     void share_with_children();
+    // In a fork child done with its parent's shareable objects: unmaps and
+    // closes what it inherited of the table.
+    void drop_inherited();
 
     int fd() const { return fd_; }
     size_t map_size() const { return static_cast<size_t>(max_) * sizeof(RegionEntry); }
@@ -196,6 +199,12 @@ struct Vi : Object {
     uint64_t next_liveness = 0;
     // A holder died inside the library with the lock held (shareable VIs).
     bool poisoned = false;
+    // What every holder of a shareable VI catches up with at its next call
+    // (vi_catch_up): transports that went down (each holder closes its
+    // copies of their descriptors), errors raised in another holder.
+    uint32_t transport_epoch = 0;
+    uint32_t error_seq = 0;
+    VIP_ERROR_CODE error_code = VIP_ERROR_CONN_LOST;
 
     // Peer-to-peer connection in progress (provider state in prov).
     bool peer_pending = false;
@@ -244,6 +253,15 @@ struct ViLocal {
     int user_fd = -1;     // epoll fd handed out by VipGetViWaitFd
     int wait_ep = -1;     // edge-triggered set a lone sleeper waits in (made on first sleep)
     bool watched = false; // in the notification thread's set
+    // This process's copies of the transport's descriptors and mapping, of
+    // the transport of epoch `copies_epoch` (vi_hold_fd, vi_hold_map).
+    static constexpr int kMaxCopies = 4;
+    int copy_fd[kMaxCopies] = {-1, -1, -1, -1};
+    void *copy_map = nullptr;
+    size_t copy_map_size = 0;
+    void *copy_aux = nullptr; // the provider's own per-process reference (ViOps::drop_aux)
+    uint32_t copies_epoch = 0;
+    uint32_t error_seq = 0; // Vi::error_seq this process has reported
 };
 
 using NicTable = HandleTable<Nic, HandleTag::nic>;

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 namespace vipl {
@@ -19,15 +21,31 @@ namespace {
 
 std::atomic<int> g_pid{0};
 uint64_t g_token_before_fork = 0;
+uint64_t g_child_token = 0;
+std::atomic<uint64_t> g_mark_token{0};
+std::atomic<int> g_mark_fd{-1};
+std::atomic<int> g_held{0}; // shareable objects this process holds
 
 void before_fork() {
     g_token_before_fork = self_token();
+    g_child_token = new_token();
     nics().lock_for_fork();
     ptags().lock_for_fork();
     vis().lock_for_fork();
     cqs().lock_for_fork();
     conns().lock_for_fork();
     notifier_lock_for_fork();
+    // The child becomes a holder of what we share before fork() returns, so
+    // that no holder (us included) can take itself for the last one
+    // meanwhile.  Its pid follows from the child; a slot whose pid never
+    // comes belongs to a fork that failed (others_alive clears it).
+    uint64_t me = g_token_before_fork, child = g_child_token;
+    vis().for_each_in_child([&](Vi *vi) {
+        if (vi->shareable && vi->holders->has(me)) vi->holders->add(child, 0);
+    });
+    cqs().for_each_in_child([&](Cq *cq) {
+        if (cq->shareable && cq->holders->has(me)) cq->holders->add(child, 0);
+    });
 }
 
 void unlock_all() {
@@ -44,8 +62,7 @@ void after_fork_in_parent() {
 }
 
 void after_fork_in_child() {
-    uint64_t parent = g_token_before_fork;
-    renew_self_token();
+    set_self_token(g_child_token);
     g_pid.store(getpid(), std::memory_order_relaxed);
     unlock_all();
     // The child inherits none of the parent's private resources, not even
@@ -53,16 +70,32 @@ void after_fork_in_child() {
     // death); shareable objects' descriptors were never on that list.
     fd_close_all_inherited();
     notifier_forget_after_fork();
-    // What the parent shared, the child holds too.
     uint64_t me = self_token();
     int pid = self_pid();
+    int held = 0;
+    g_mark_fd.store(-1, std::memory_order_relaxed); // the parent's, closed above
+    // The mark first: a holder that sees our pid checks it at once.
+    bool any = false;
+    vis().for_each_in_child([&](Vi *vi) { any |= vi->shareable; });
+    cqs().for_each_in_child([&](Cq *cq) { any |= cq->shareable; });
+    if (any) holder_mark();
     vis().for_each_in_child([&](Vi *vi) {
-        vis().local(vi).watched = false;
-        if (vi->shareable && vi->holders->has(parent)) vi->holders->add(me, pid);
+        ViLocal &l = vis().local(vi);
+        l.watched = false;
+        l.wait_ep = -1; // private, closed above
+        if (!vi->shareable) {
+            l = ViLocal{}; // nothing of it is ours, not even copies
+            return;
+        }
+        vi->holders->set_pid(me, pid);
+        ++held; // its slot is in our table until we destroy it, held or not
     });
     cqs().for_each_in_child([&](Cq *cq) {
-        if (cq->shareable && cq->holders->has(parent)) cq->holders->add(me, pid);
+        if (!cq->shareable) return;
+        cq->holders->set_pid(me, pid);
+        ++held;
     });
+    g_held.store(held, std::memory_order_relaxed);
 }
 
 struct ForkHook {
@@ -86,6 +119,35 @@ bool process_alive(int32_t pid) {
     return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
 }
 
+socklen_t mark_name(uint64_t token, sockaddr_un *sa) {
+    *sa = sockaddr_un{};
+    sa->sun_family = AF_UNIX;
+    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "vipl-holder:%016llx",
+                     static_cast<unsigned long long>(token));
+    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+// Whether the process that holds with token t is still there and still runs
+// this library: its mark exists.  Exit, a kill and exec() all close it (a pid
+// alone would survive exec() and could be reused).
+bool holder_alive(uint64_t t, int32_t pid) {
+    int saved = errno;
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        errno = saved;
+        return process_alive(pid);
+    }
+    sockaddr_un sa;
+    socklen_t len = mark_name(t, &sa);
+    int r = connect(s, reinterpret_cast<sockaddr *>(&sa), len);
+    int err = errno;
+    close(s);
+    errno = saved;
+    if (r == 0) return true;
+    if (err == ECONNREFUSED || err == ENOENT) return false;
+    return process_alive(pid);
+}
+
 } // namespace
 
 int self_pid() {
@@ -105,25 +167,56 @@ bool Holders::has(uint64_t t) const {
 
 bool Holders::add(uint64_t t, int32_t p) {
     if (has(t)) return true;
-    for (int i = 0; i < kMax; ++i) {
-        uint64_t free = 0;
-        if (token[i].compare_exchange_strong(free, t, std::memory_order_acq_rel)) {
-            pid[i].store(p, std::memory_order_release);
-            return true;
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int i = 0; i < kMax; ++i) {
+            uint64_t free = 0;
+            // A free place has pid 0: readers take the place for a pending
+            // one until the pid is stored.
+            if (token[i].compare_exchange_strong(free, t, std::memory_order_acq_rel)) {
+                pid[i].store(p, std::memory_order_release);
+                return true;
+            }
         }
+        // Full: the places of holders that are gone become free.
+        reap(t);
     }
     return false;
 }
 
+bool Holders::set_pid(uint64_t t, int32_t p) {
+    for (int i = 0; i < kMax; ++i)
+        if (token[i].load(std::memory_order_acquire) == t) {
+            pid[i].store(p, std::memory_order_release);
+            return true;
+        }
+    return false;
+}
+
+void Holders::reap(uint64_t t) {
+    for (int i = 0; i < kMax; ++i) {
+        uint64_t k = token[i].load(std::memory_order_acquire);
+        int32_t p = pid[i].load(std::memory_order_acquire);
+        // A pending child (pid 0) is left alone here: others_alive waits for it.
+        if (k && k != t && p > 0 && !holder_alive(k, p) &&
+            token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel))
+            pid[i].store(0, std::memory_order_release);
+    }
+}
+
 void Holders::remove(uint64_t t) {
-    for (auto &k : token) {
+    for (int i = 0; i < kMax; ++i) {
         uint64_t want = t;
-        k.compare_exchange_strong(want, 0, std::memory_order_acq_rel);
+        if (token[i].compare_exchange_strong(want, 0, std::memory_order_acq_rel))
+            pid[i].store(0, std::memory_order_release);
     }
 }
 
 void Holders::reset(uint64_t t, int32_t p) {
-    for (int i = 1; i < kMax; ++i) token[i].store(0, std::memory_order_relaxed);
+    holder_mark();
+    for (int i = 1; i < kMax; ++i) {
+        token[i].store(0, std::memory_order_relaxed);
+        pid[i].store(0, std::memory_order_relaxed);
+    }
     pid[0].store(p, std::memory_order_relaxed);
     token[0].store(t, std::memory_order_release);
     epoch.fetch_add(1, std::memory_order_acq_rel);
@@ -134,12 +227,49 @@ bool Holders::others_alive(uint64_t t) {
     for (int i = 0; i < kMax; ++i) {
         uint64_t k = token[i].load(std::memory_order_acquire);
         if (!k || k == t) continue;
-        if (process_alive(pid[i].load(std::memory_order_acquire)))
+        // A child being forked names itself at once; a fork that failed never does.
+        int32_t p = pid[i].load(std::memory_order_acquire);
+        for (int waited = 0; p <= 0 && waited < 200; ++waited) {
+            usleep(1000);
+            p = pid[i].load(std::memory_order_acquire);
+        }
+        if (p > 0 && holder_alive(k, p))
             any = true;
-        else
-            token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel);
+        else if (token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel))
+            pid[i].store(0, std::memory_order_release);
     }
     return any;
+}
+
+void holder_mark() {
+    uint64_t t = self_token();
+    if (g_mark_token.load(std::memory_order_acquire) == t) return;
+    int saved = errno;
+    int s = fd_track(socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (s >= 0) {
+        sockaddr_un sa;
+        socklen_t len = mark_name(t, &sa);
+        if (bind(s, reinterpret_cast<sockaddr *>(&sa), len) == 0) {
+            g_mark_fd.store(s, std::memory_order_relaxed);
+            g_mark_token.store(t, std::memory_order_release);
+        } else {
+            fd_close(s); // another thread made it, or no room: the pid check remains
+        }
+    }
+    errno = saved;
+}
+
+void holding_changed(int delta) {
+    if (g_held.fetch_add(delta, std::memory_order_acq_rel) + delta != 0) return;
+    int fd = g_mark_fd.exchange(-1, std::memory_order_acq_rel);
+    if (fd >= 0) {
+        g_mark_token.store(0, std::memory_order_release);
+        fd_close(fd);
+    }
+    // A fork child that holds nothing any more needs nothing of its parent's NICs.
+    nics().for_each([](Nic *nic) {
+        if (nic->owner != self_token()) nic->regions.drop_inherited();
+    });
 }
 
 } // namespace vipl

@@ -90,7 +90,18 @@ void RegionTable::set(VIP_MEM_HANDLE h, uint32_t ptag, uint32_t flags) {
 void RegionTable::share_with_children() {
     if (shared_ || !entries_) return;
     madvise(entries_, map_size(), MADV_DOFORK);
+    fd_share(fd_); // a child connecting a shareable VI hands it to the peer
     shared_ = true;
+}
+
+void RegionTable::drop_inherited() {
+    if (!shared_) return;
+    if (entries_) munmap(entries_, map_size());
+    if (fd_ >= 0) fd_close(fd_);
+    entries_ = nullptr;
+    fd_ = -1;
+    max_ = 0; // nothing is found in it any more
+    shared_ = false;
 }
 
 void RegionTable::set_live(VIP_MEM_HANDLE h, bool live) {

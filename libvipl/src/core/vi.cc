@@ -114,6 +114,10 @@ void vi_fail(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
     vi->state.store(VIP_STATE_ERROR, std::memory_order_release);
     wq_flush(vi, vi->sq, VIP_STATUS_DESC_FLUSHED_ERROR);
     wq_flush(vi, vi->rq, VIP_STATUS_DESC_FLUSHED_ERROR);
+    if (vi->shareable) { // the other holders hear it at their next call
+        vi->error_code = code;
+        vis().local(vi).error_seq = ++vi->error_seq;
+    }
     vi_report(vi, code, desc, op);
     // State changes make the wait fd readable even with nothing completed.
     vi->kicked.store(false, std::memory_order_relaxed);

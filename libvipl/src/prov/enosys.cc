@@ -22,5 +22,6 @@ void disarm(Vi *) {}
 bool armed(Vi *) {
     return true;
 }
+void drop_aux(Vi *, void *) {}
 
 } // namespace vipl::enosys

@@ -15,5 +15,6 @@ int exchange_cpu(Vi *, int);
 void arm(Vi *, unsigned);
 void disarm(Vi *);
 bool armed(Vi *);
+void drop_aux(Vi *, void *);
 
 } // namespace vipl::enosys

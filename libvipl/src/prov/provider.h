@@ -113,6 +113,9 @@ struct ViOps {
     // Publishes the CPU this side waits on; returns the CPU the peer last
     // waited on, or -1.  Spinning is pointless when both are the same.
     int (*exchange_cpu)(Vi *vi, int my_cpu);
+    // Releases a per-process reference the provider recorded with
+    // vi_hold_aux (when this process drops its copies of the transport).
+    void (*drop_aux)(Vi *vi, void *aux);
     // WaitCaps: how the core may wait on this transport.
     unsigned wait_caps;
 };

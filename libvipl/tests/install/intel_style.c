@@ -39,6 +39,7 @@ static int run(int server, IN const char *disc) {
     memattrs.Ptag = ptag;
     memattrs.EnableRdmaWrite = VIP_FALSE;
     memattrs.EnableRdmaRead = VIP_FALSE;
+    memattrs.Shareable = VIP_FALSE; /* the extension's trailing field: VIPL 1.0 behaviour */
     check(VipRegisterMem(nic, mem, 4096, &memattrs, &mh), "VipRegisterMem");
     viattrs.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
     viattrs.MaxTransferSize = 1024;
@@ -46,6 +47,7 @@ static int run(int server, IN const char *disc) {
     viattrs.Ptag = ptag;
     viattrs.EnableRdmaWrite = VIP_FALSE;
     viattrs.EnableRdmaRead = VIP_FALSE;
+    viattrs.Shareable = VIP_FALSE;
     check(VipCreateVi(nic, &viattrs, NULL, NULL, &vi), "VipCreateVi");
 
     /* The server builds its own address from LocalNicAddress. */

@@ -41,6 +41,10 @@ struct alignas(kLine) EndCtl {
     uint32_t ptag;       // ptag id of this end's VI (checked by RDMA initiators)
     uint32_t rdma;       // EndRdma bits of this end's VI
     uint32_t can_access; // this end may read/write the peer's memory (cross-memory attach)
+    // A shareable VI's memory is never reached by cross-memory attach: the
+    // holder whose pid would be used may go (exit, exec) while others stay.
+    // RDMA to it and its sends go through the ring.
+    uint32_t shareable;
     alignas(kLine) std::atomic<uint64_t> consumed; // bytes of the incoming ring consumed
 };
 
@@ -126,9 +130,14 @@ struct PeerRegions {
     uint32_t count = 0;
     uint64_t nic_id = 0;
     int refs = 0;
+    int shared_refs = 0; // of refs, those of shareable VIs (mapped in fork children)
 };
-PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count);
-void peer_regions_release(PeerRegions *p);
+// References from shareable VIs are counted apart: a fork child keeps only
+// those (the others' mappings are not in it).
+PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count, bool shareable);
+void peer_regions_release(PeerRegions *p, bool shareable);
+// ViOps::drop_aux: a VI's reference, dropped with its other copies.
+void drop_peer_regions(Vi *vi, void *p);
 // Seqlock read of a peer's region entry; false if absent.
 bool peer_region(const PeerRegions *p, VIP_MEM_HANDLE h, RegionEntry *out);
 
@@ -224,9 +233,10 @@ void vi_destroy(Vi *vi);
 void disconnect(Vi *vi);
 void leave(Vi *vi);
 void abandon(Vi *vi);
-// A shareable VI's connection stays open and mapped in fork children.
-void share_endpoint(Vi *vi, Endpoint *ep);
-// Releases the mapping and descriptors of a connection that ended (lock held).
+// Records the connection's descriptors and mapping as this process's copies
+// (kept open and mapped in fork children if the VI is shareable).
+void hold_endpoint(Vi *vi, Endpoint *ep);
+// Ends a connection (lock held): hang-up, copies closed, state reset.
 void transport_down(Vi *vi, Endpoint *ep);
 bool cross_memory_attach_works(pid_t pid, uint64_t probe_addr);
 uint64_t probe_address();

@@ -132,7 +132,9 @@ bool send_msg(int sock, const void *msg, size_t len, const int *fds, int nfds) {
     return sendmsg(sock, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
 }
 
-enum class Recv { ok, eof, timeout, interrupted, error };
+// no_room: the message came, but not all its descriptors (this process is
+// at its descriptor limit).
+enum class Recv { ok, eof, timeout, interrupted, error, no_room };
 
 // Receives one message (and up to max_fds descriptors, close-on-exec) by the deadline.
 Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
@@ -161,6 +163,7 @@ Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
             }
             if (n == 0) return Recv::eof;
             if (static_cast<size_t>(n) != len || (mh.msg_flags & MSG_TRUNC)) return Recv::error;
+            if (mh.msg_flags & MSG_CTRUNC) return Recv::no_room;
             return Recv::ok;
         }
         if (errno != EAGAIN && errno != EINTR) return Recv::error;
@@ -189,6 +192,7 @@ void fill_own_end(Vi *vi, EndCtl *me, pid_t peer, uint64_t peer_probe) {
     me->rdma = (vi->attrs.EnableRdmaWrite ? kEndRdmaWrite : 0u) |
                (vi->attrs.EnableRdmaRead ? kEndRdmaRead : 0u);
     me->can_access = cross_memory_attach_works(peer, peer_probe) ? 1 : 0;
+    me->shareable = vi->shareable ? 1 : 0;
     me->cpu.store(-1, std::memory_order_relaxed);
     // Up before the other side can see this end at all.
     me->state.store(kEndUp, std::memory_order_release);
@@ -207,8 +211,8 @@ void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_
     ep->sock = sock;
     ep->peer_efd = peer_efd;
     ep->peer_pid = peer_pid;
-    ep->can_access_peer = ep->me->can_access != 0;
-    ep->peer_can_access_me = ep->peer->can_access != 0;
+    ep->can_access_peer = ep->me->can_access && !ep->peer->shareable;
+    ep->peer_can_access_me = ep->peer->can_access && !vi->shareable;
     ep->reliability = vi->attrs.ReliabilityLevel;
     const Config &cfg = config();
     ep->copy_threshold = cfg.copy_threshold;
@@ -218,7 +222,7 @@ void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_
     ep->read_resp_sent = 0;
     ep->next_liveness = 0;
     ep->up = true;
-    share_endpoint(vi, ep);
+    hold_endpoint(vi, ep);
 }
 
 // Acceptor side: creates the connection memory and completes the handshake.
@@ -270,13 +274,19 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     Recv r = sent ? recv_msg(sock, &ack, sizeof ack, got, 2, &ngot,
                              now_ns() + cfg.connect_ack_ms * 1000000ull)
                   : Recv::error;
+    if (r == Recv::no_room) {
+        VIPL_ERROR("connection from pid %d: no descriptor left for its handshake", peer_pid);
+        close_fds(got, ngot);
+        munmap(map, size);
+        return VIP_ERROR_RESOURCE;
+    }
     if (r != Recv::ok || ngot != 2 || ack.magic != kMagic || ack.type != kMsgAck) {
         VIPL_INFO("connection request abandoned by pid %d before the handshake ended", peer_pid);
         close_fds(got, ngot);
         munmap(map, size);
         return VIP_TIMEOUT;
     }
-    PeerRegions *pr = peer_regions_acquire(hello.nic_id, got[1], ack.regions);
+    PeerRegions *pr = peer_regions_acquire(hello.nic_id, got[1], ack.regions, vi->shareable);
     fd_close(got[1]);
     if (!pr) {
         fd_close(got[0]);
@@ -304,6 +314,12 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
     fd_close(fds[0]);
     if (map != MAP_FAILED && !vi->shareable) madvise(map, a.map_size, MADV_DONTFORK);
     auto *h = static_cast<ConnHeader *>(map);
+    if (sane && map == MAP_FAILED) {
+        VIPL_ERROR("cannot map a connection's memory: %s", strerror(errno));
+        fd_close(fds[1]);
+        fd_close(fds[2]);
+        return VIP_ERROR_RESOURCE;
+    }
     if (map == MAP_FAILED || h->magic != kMagic || h->ring_size != a.ring_size ||
         h->header_size != a.header_size) {
         VIPL_ERROR("malformed connection offer from pid %u", a.pid);
@@ -312,7 +328,7 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
         fd_close(fds[2]);
         return VIP_ERROR_RESOURCE;
     }
-    PeerRegions *pr = peer_regions_acquire(a.nic_id, fds[2], a.regions);
+    PeerRegions *pr = peer_regions_acquire(a.nic_id, fds[2], a.regions, vi->shareable);
     fd_close(fds[2]);
     if (!pr) {
         munmap(map, a.map_size);
@@ -329,7 +345,7 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
     ack.regions = vi->nic->regions.max();
     int mine[2] = {vi->efd, vi->nic->regions.fd()};
     if (!send_msg(sock, &ack, sizeof ack, mine, 2)) {
-        peer_regions_release(pr);
+        peer_regions_release(pr, vi->shareable);
         munmap(map, a.map_size);
         fd_close(fds[1]);
         return VIP_REJECT;
@@ -368,6 +384,10 @@ VIP_RETURN await_answer(Vi *vi, int sock, uint64_t deadline, VIP_VI_ATTRIBUTES *
     case Recv::interrupted:
         close_fds(fds, n);
         return VIP_INTERRUPTED;
+    case Recv::no_room:
+        VIPL_ERROR("connection: no descriptor left for the handshake");
+        close_fds(fds, n);
+        return VIP_ERROR_RESOURCE;
     case Recv::eof:
     case Recv::error:
         close_fds(fds, n);

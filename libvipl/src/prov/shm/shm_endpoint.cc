@@ -8,10 +8,12 @@
 #include "core/vi.h"
 #include "prov/shm/shm.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <vector>
@@ -28,8 +30,15 @@ std::vector<PeerRegions *> g_peers;
 // The lock is held across fork() so a child never inherits it taken.
 struct ForkHook {
     ForkHook() {
-        pthread_atfork([] { g_peer_lock.lock(); }, [] { g_peer_lock.unlock(); },
-                       [] { g_peer_lock.unlock(); });
+        pthread_atfork([] { g_peer_lock.lock(); }, [] { g_peer_lock.unlock(); }, child);
+    }
+    // The child has the tables that shareable VIs use, mapped; the rest were
+    // never mapped in it (MADV_DONTFORK).
+    static void child() {
+        g_peer_lock.unlock();
+        auto gone = [](PeerRegions *p) { return p->shared_refs == 0; };
+        for (PeerRegions *p : g_peers) p->refs = p->shared_refs;
+        g_peers.erase(std::remove_if(g_peers.begin(), g_peers.end(), gone), g_peers.end());
     }
 };
 ForkHook g_fork_hook;
@@ -51,11 +60,14 @@ bool cross_memory_attach_works(pid_t pid, uint64_t probe_addr) {
     return n == sizeof got && got[0] == kProbe[0] && got[1] == kProbe[1];
 }
 
-PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count) {
+PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count, bool shareable) {
     std::lock_guard<Mutex> g(g_peer_lock);
     for (PeerRegions *p : g_peers)
         if (p->nic_id == nic_id) {
             ++p->refs;
+            if (shareable && p->shared_refs++ == 0)
+                madvise(const_cast<RegionEntry *>(p->entries),
+                        static_cast<size_t>(p->count) * sizeof(RegionEntry), MADV_DOFORK);
             return p;
         }
     size_t size = static_cast<size_t>(count) * sizeof(RegionEntry);
@@ -70,13 +82,16 @@ PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count) {
     p->count = count;
     p->nic_id = nic_id;
     p->refs = 1;
+    p->shared_refs = shareable ? 1 : 0;
+    if (shareable) madvise(m, size, MADV_DOFORK);
     g_peers.push_back(p);
     return p;
 }
 
-void peer_regions_release(PeerRegions *p) {
+void peer_regions_release(PeerRegions *p, bool shareable) {
     if (!p) return;
     std::lock_guard<Mutex> g(g_peer_lock);
+    if (shareable && p->shared_refs > 0) --p->shared_refs;
     if (--p->refs > 0) return;
     munmap(const_cast<RegionEntry *>(p->entries),
            static_cast<size_t>(p->count) * sizeof(RegionEntry));
@@ -121,6 +136,7 @@ void leave(Vi *vi) {
     if (!ep) return;
     // RDMA initiators reach this end's memory through a holder's pid: hand
     // that role to a holder that stays (shareable memory is the same in all).
+    // The core closes our copies of the descriptors and the mapping.
     if (ep->up && ep->me && ep->me->pid == static_cast<uint32_t>(self_pid()))
         for (int i = 0; i < Holders::kMax; ++i) {
             uint64_t t = vi->holders->token[i].load(std::memory_order_acquire);
@@ -130,10 +146,6 @@ void leave(Vi *vi) {
                 break;
             }
         }
-    // Our copies only: the holders that stay keep theirs, and the state.
-    if (ep->sock >= 0) close(ep->sock);
-    if (ep->peer_efd >= 0) close(ep->peer_efd);
-    if (ep->map) munmap(ep->map, ep->map_size);
 }
 
 void abandon(Vi *vi) {
@@ -147,14 +159,14 @@ void abandon(Vi *vi) {
 }
 
 void transport_down(Vi *vi, Endpoint *ep) {
-    if (ep->sock >= 0) vi_transport_closing(vi);
-    if (ep->sock >= 0) fd_close(ep->sock);
-    if (ep->peer_efd >= 0) fd_close(ep->peer_efd);
-    if (ep->map) munmap(ep->map, ep->map_size);
-    peer_regions_release(ep->peer_regions);
+    // The hang-up reaches the peer and every holder at once, whoever still
+    // has a copy of the socket; each holder closes its copies (vi_drop_copies).
+    if (ep->sock >= 0) shutdown(ep->sock, SHUT_RDWR);
+    vi_drop_copies(vi);
     Endpoint fresh;
     fresh.p2p = ep->p2p;
     *ep = fresh;
+    vi_transport_gone(vi);
 }
 
 void disconnect(Vi *vi) {
@@ -177,13 +189,15 @@ void vi_destroy(Vi *vi) {
     vi->prov = nullptr;
 }
 
-void share_endpoint(Vi *vi, Endpoint *ep) {
-    if (!vi->shareable) return;
-    fd_share(ep->sock);
-    fd_share(ep->peer_efd);
-    if (ep->peer_regions)
-        madvise(const_cast<RegionEntry *>(ep->peer_regions->entries),
-                static_cast<size_t>(ep->peer_regions->count) * sizeof(RegionEntry), MADV_DOFORK);
+void hold_endpoint(Vi *vi, Endpoint *ep) {
+    vi_hold_fd(vi, ep->sock);
+    vi_hold_fd(vi, ep->peer_efd);
+    vi_hold_map(vi, ep->map, ep->map_size);
+    vi_hold_aux(vi, ep->peer_regions);
+}
+
+void drop_peer_regions(Vi *vi, void *p) {
+    peer_regions_release(static_cast<PeerRegions *>(p), vi->shareable);
 }
 
 } // namespace vipl::shm

@@ -75,10 +75,8 @@ VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &) {
     ep->copy_threshold = config().copy_threshold;
     ep->frame_wait_us = config().tcp_frame_wait_us;
     ep->up = true;
-    if (vi->shareable) {
-        fd_share(sock);
-        fd_share(epfd);
-    }
+    vi_hold_fd(vi, sock);
+    vi_hold_fd(vi, epfd);
     return VIP_SUCCESS;
 }
 
@@ -94,24 +92,25 @@ void set_want_out(Endpoint *ep, bool on) {
 
 void transport_down(Vi *vi, Endpoint *ep) {
     if (ep->sock >= 0) {
-        vi_transport_closing(vi);
         int saved = errno;
         // FIN after what was written; then take what the peer still sends,
         // so that closing does not answer with a reset that could destroy
-        // our last frames before the peer reads them.
+        // our last frames before the peer reads them.  Every holder's copy
+        // sees the end at once; each closes its copies (vi_drop_copies).
         shutdown(ep->sock, SHUT_WR);
         uint8_t sink[4096];
         for (int i = 0; i < 256 && recv(ep->sock, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
         }
+        shutdown(ep->sock, SHUT_RD);
         errno = saved;
-        fd_close(ep->sock);
     }
-    if (ep->epfd >= 0) fd_close(ep->epfd);
+    vi_drop_copies(vi);
     free_rx(vi, ep);
     free_owed(vi, ep);
     P2p *p2p = ep->p2p;
     *ep = Endpoint{};
     ep->p2p = p2p;
+    vi_transport_gone(vi);
 }
 
 void disconnect(Vi *vi) {
@@ -121,24 +120,16 @@ void disconnect(Vi *vi) {
     transport_down(vi, ep);
 }
 
-void leave(Vi *vi) {
-    Endpoint *ep = endpoint(vi);
-    if (!ep) return;
-    // Our copies only: the holders that stay keep theirs and the state.
-    if (ep->sock >= 0) close(ep->sock);
-    if (ep->epfd >= 0) close(ep->epfd);
+void leave(Vi *) {
+    // The core closes our copies; the holders that stay keep theirs and the state.
 }
 
 void abandon(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return;
     // The stream may end in the middle of a frame: the peer sees the
-    // connection reset, never a frame made of two holders' halves.
-    linger lg{1, 0};
-    setsockopt(ep->sock, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    vi_transport_closing(vi);
-    fd_close(ep->sock);
-    ep->sock = -1;
+    // connection end, never a frame made of two holders' halves.
+    shutdown(ep->sock, SHUT_RDWR);
     transport_down(vi, ep);
 }
 

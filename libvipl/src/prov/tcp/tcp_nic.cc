@@ -147,6 +147,7 @@ const ViOps kViOps = {
     .sleep_fds = sleep_fds,
     .check_peer = check_peer,
     .exchange_cpu = enosys::exchange_cpu,
+    .drop_aux = enosys::drop_aux,
     // A non-blocking look at the socket is cheap next to a sleep; readiness is level-triggered.
     .wait_caps = kCapSpin,
 };

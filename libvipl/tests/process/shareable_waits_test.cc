@@ -1,0 +1,229 @@
+// Blocking on a shareable VI from a child: VipRecvWait, VipSendWait and
+// VipCQWait sleep in the child as in the parent (even after the parent
+// slept on the same VI and CQ before fork), and the wait descriptors the
+// parent got keep working in the child (vipl_ext.h: "inherited and keeps
+// working"), as do the child's own.
+//
+// Runs in a fresh process with VIPL_SPIN_US=0 so that every wait really sleeps.
+#include "process_util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+namespace {
+
+// Nothing is pending, so the wait must sleep its whole timeout and say so.
+std::string sleeps_until_timeout(VIP_VI_HANDLE vi, bool recv) {
+    VIP_DESCRIPTOR *d = nullptr;
+    double t0 = st::now_ms();
+    VIP_RETURN rc = recv ? VipRecvWait(vi, 40, &d) : VipSendWait(vi, 40, &d);
+    double took = st::now_ms() - t0;
+    if (rc != VIP_TIMEOUT)
+        return st::fmt("%s with nothing pending: %s", recv ? "VipRecvWait" : "VipSendWait",
+                       VipReturnString(rc));
+    if (took < 30) return st::fmt("timed out after %.1f ms of 40", took);
+    return "";
+}
+
+std::string cq_sleeps_until_timeout(VIP_CQ_HANDLE cq) {
+    VIP_VI_HANDLE h;
+    VIP_BOOLEAN r;
+    double t0 = st::now_ms();
+    VIP_RETURN rc = VipCQWait(cq, 40, &h, &r);
+    double took = st::now_ms() - t0;
+    if (rc != VIP_TIMEOUT)
+        return st::fmt("VipCQWait with nothing pending: %s", VipReturnString(rc));
+    if (took < 30) return st::fmt("VipCQWait timed out after %.1f ms of 40", took);
+    return "";
+}
+
+// A round trip through the CQ, sleeping in VipCQWait.
+std::string cq_round_trip(pt::ShVi &v, int proc, uint32_t sender, uint32_t seq) {
+    int slot = static_cast<int>(seq % pt::kSlots);
+    VIP_DESCRIPTOR *sd = v.send_desc(proc, slot);
+    pt::make_msg(v.send_buf(proc, slot), sender, seq);
+    vt::set_desc(sd, v.send_buf(proc, slot), pt::kMsgBytes, v.mh);
+    VIP_RETURN rc = VipPostSend(v.vi, sd, v.mh);
+    if (rc != VIP_SUCCESS) return st::fmt("VipPostSend: %s", VipReturnString(rc));
+    bool sent = false, echoed = false;
+    while (!sent || !echoed) {
+        VIP_VI_HANDLE h = nullptr;
+        VIP_BOOLEAN r = VIP_FALSE;
+        rc = VipCQWait(v.cq, 3000, &h, &r);
+        if (rc != VIP_SUCCESS) return st::fmt("VipCQWait: %s", VipReturnString(rc));
+        if (h != v.vi) return "VipCQWait named another VI";
+        VIP_DESCRIPTOR *d = nullptr;
+        rc = r ? VipRecvDone(v.vi, &d) : VipSendDone(v.vi, &d);
+        if (rc != VIP_SUCCESS) return st::fmt("Done after a CQ entry: %s", VipReturnString(rc));
+        if (!r) {
+            if (d != sd) return "another send descriptor completed";
+            sent = true;
+            continue;
+        }
+        int idx = v.recv_index(d);
+        uint32_t s2, q2;
+        std::string why;
+        if (idx < 0 || idx >= pt::kRecvs ||
+            !pt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why))
+            return "bad echo " + why;
+        if (s2 != sender || q2 != seq)
+            return st::fmt("echo of %u/%u, expected %u/%u", s2, q2, sender, seq);
+        vt::set_desc(d, v.recv_buf(idx), pt::kMsgBytes, v.mh);
+        if (VipPostRecv(v.vi, d, v.mh) != VIP_SUCCESS) return "VipPostRecv failed";
+        echoed = true;
+    }
+    return "";
+}
+
+// The fd must be a live descriptor that poll reports readable once a
+// message's echo is back (after Done said VIP_NOT_DONE, which re-arms it).
+std::string fd_wakes(pt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, uint32_t seq) {
+    if (fcntl(fd, F_GETFD) < 0) return st::fmt("wait fd %d is not open here", fd);
+    VIP_DESCRIPTOR *d;
+    VIP_VI_HANDLE h;
+    VIP_BOOLEAN r;
+    if (cq) {
+        if (VipCQDone(v.cq, &h, &r) != VIP_NOT_DONE) return "CQ not empty before the test";
+    } else {
+        if (VipRecvDone(v.vi, &d) != VIP_NOT_DONE) return "receive queue not empty before";
+        if (VipSendDone(v.vi, &d) != VIP_NOT_DONE) return "send queue not empty before";
+    }
+    int slot = static_cast<int>(seq % pt::kSlots);
+    VIP_DESCRIPTOR *sd = v.send_desc(proc, slot);
+    pt::make_msg(v.send_buf(proc, slot), sender, seq);
+    vt::set_desc(sd, v.send_buf(proc, slot), pt::kMsgBytes, v.mh);
+    if (VipPostSend(v.vi, sd, v.mh) != VIP_SUCCESS) return "VipPostSend failed";
+    bool sent = false, echoed = false;
+    double end = st::now_ms() + 3000;
+    while (!sent || !echoed) {
+        int left = static_cast<int>(end - st::now_ms());
+        if (left <= 0)
+            return st::fmt("wait fd %d: nothing after 3 s (sent %d echoed %d)", fd, sent, echoed);
+        pollfd p{fd, POLLIN, 0};
+        int n = poll(&p, 1, left);
+        if (n < 0) return st::fmt("poll on wait fd %d failed", fd);
+        if (n == 0) continue;
+        if (p.revents & POLLNVAL) return st::fmt("wait fd %d is not valid", fd);
+        // Take everything there is; the next NOT_DONE re-arms the fd.
+        for (;;) {
+            VIP_RETURN rc;
+            bool recv;
+            if (cq) {
+                rc = VipCQDone(v.cq, &h, &r);
+                if (rc == VIP_NOT_DONE) break;
+                if (rc != VIP_SUCCESS) return "VipCQDone failed";
+                recv = r;
+                rc = recv ? VipRecvDone(v.vi, &d) : VipSendDone(v.vi, &d);
+                if (rc != VIP_SUCCESS) return "Done after a CQ entry failed";
+            } else {
+                recv = false;
+                rc = VipSendDone(v.vi, &d);
+                if (rc == VIP_NOT_DONE) {
+                    recv = true;
+                    rc = VipRecvDone(v.vi, &d);
+                }
+                if (rc == VIP_NOT_DONE) break;
+                if (rc != VIP_SUCCESS) return "Done failed";
+            }
+            if (!recv) {
+                sent = true;
+                continue;
+            }
+            int idx = v.recv_index(d);
+            uint32_t s2, q2;
+            std::string why;
+            if (idx < 0 || idx >= pt::kRecvs ||
+                !pt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why) || s2 != sender ||
+                q2 != seq)
+                return "wrong echo " + why;
+            vt::set_desc(d, v.recv_buf(idx), pt::kMsgBytes, v.mh);
+            if (VipPostRecv(v.vi, d, v.mh) != VIP_SUCCESS) return "VipPostRecv failed";
+            echoed = true;
+        }
+    }
+    return "";
+}
+
+} // namespace
+
+TEST_CASE("process child: waits in a fork child", "[.]") {
+    REQUIRE(vt::config_value("SPIN_US") == "0");
+    pt::Shared<pt::ServerStats> s1, s2;
+    pt::Shared<pt::Board> board;
+    s1->max_conns = 1;
+    s2->max_conns = 1;
+    std::string d1 = vt::unique_disc("w1"), d2 = vt::unique_disc("w2");
+    st::Child srv1(pt::spawn_server(&*s1, d1)), srv2(pt::spawn_server(&*s2, d2));
+    pt::ShVi v, w; // v: its own queues; w: a shareable CQ
+    INFO(v.err << w.err);
+    REQUIRE(v.open(false));
+    REQUIRE(w.open(true));
+    REQUIRE(v.post_recvs());
+    REQUIRE(w.post_recvs());
+    REQUIRE(v.connect(d1));
+    REQUIRE(w.connect(d2));
+    // The parent sleeps on everything first, and gets the wait fds.
+    CHECK(sleeps_until_timeout(v.vi, true) == "");
+    CHECK(sleeps_until_timeout(v.vi, false) == "");
+    CHECK(cq_sleeps_until_timeout(w.cq) == "");
+    CHECK(pt::round_trip(v, 0, 0, 0, 3000, true) == "");
+    CHECK(cq_round_trip(w, 0, 0, 0) == "");
+    int vfd = -1, cfd = -1;
+    REQUIRE(VipGetViWaitFd(v.vi, &vfd) == VIP_SUCCESS);
+    REQUIRE(VipGetCQWaitFd(w.cq, &cfd) == VIP_SUCCESS);
+    CHECK(fd_wakes(v, vfd, false, 0, 0, 1) == "");
+    CHECK(fd_wakes(w, cfd, true, 0, 0, 1) == "");
+
+    int cs = vt::run_child(
+        [&] {
+            int n = 0;
+            auto note = [&](const std::string &what, const std::string &e) {
+                if (!e.empty()) board->fail(n++, "child, " + what + ": " + e);
+            };
+            note("VipRecvWait", sleeps_until_timeout(v.vi, true));
+            note("VipSendWait", sleeps_until_timeout(v.vi, false));
+            note("VipCQWait", cq_sleeps_until_timeout(w.cq));
+            for (uint32_t i = 0; i < 20 && n == 0; ++i)
+                note(st::fmt("round trip %u sleeping in Send/RecvWait", i),
+                     pt::round_trip(v, 1, 1, i, 3000, true));
+            for (uint32_t i = 0; i < 20 && n == 0; ++i)
+                note(st::fmt("round trip %u sleeping in VipCQWait", i), cq_round_trip(w, 1, 1, i));
+            note("the parent's VI wait fd", fd_wakes(v, vfd, false, 1, 1, 20));
+            note("the parent's CQ wait fd", fd_wakes(w, cfd, true, 1, 1, 20));
+            int own_v = -1, own_c = -1;
+            if (VipGetViWaitFd(v.vi, &own_v) != VIP_SUCCESS)
+                note("VipGetViWaitFd", "refused");
+            else
+                note("the child's own VI wait fd", fd_wakes(v, own_v, false, 1, 1, 21));
+            if (VipGetCQWaitFd(w.cq, &own_c) != VIP_SUCCESS)
+                note("VipGetCQWaitFd", "refused");
+            else
+                note("the child's own CQ wait fd", fd_wakes(w, own_c, true, 1, 1, 21));
+            return n;
+        },
+        60);
+    INFO("child " << vt::status_text(cs) << "\n" << board->all());
+    CHECK(cs == 0);
+    // And the parent's waits still work after the child used the VI.
+    CHECK(sleeps_until_timeout(v.vi, true) == "");
+    CHECK(pt::round_trip(v, 0, 0, 2, 3000, true) == "");
+    CHECK(cq_round_trip(w, 0, 0, 2) == "");
+    CHECK(fd_wakes(v, vfd, false, 0, 0, 3) == "");
+    CHECK(fd_wakes(w, cfd, true, 0, 0, 3) == "");
+    INFO("servers: " << s1->first_error << " / " << s2->first_error);
+    CHECK(s1->bad.load() == 0);
+    CHECK(s2->bad.load() == 0);
+    REQUIRE(v.close_last());
+    REQUIRE(w.close_last());
+    CHECK(vt::wait_child(srv1.pid, 10) == 0);
+    CHECK(vt::wait_child(srv2.pid, 10) == 0);
+    srv1.pid = srv2.pid = -1;
+}
+
+TEST_CASE("shareable VI: a child sleeps in VipRecvWait, VipSendWait, VipCQWait and on the wait "
+          "fds of a VI and CQ its parent slept on",
+          "[process][shareable][waits]") {
+    int status = vt::run_fresh("process child: waits in a fork child", {"VIPL_SPIN_US=0"}, 90);
+    REQUIRE(status == 0);
+}
