@@ -27,7 +27,12 @@ LABELS = {
     "ucx": "UCX",
     "fabric": "libfabric",
     "fi_pingpong": "fi_pingpong",
+    "vipl-tcp-spin": "libvipl tcp spin",
+    "vipl-tcp": "libvipl tcp (default)",
+    "vipl-tcp-block": "libvipl tcp block",
+    "tcp-ns": "TCP",
 }
+NS_COLUMNS = ["vipl-tcp-spin", "vipl-tcp", "vipl-tcp-block", "tcp-ns"]
 LAT_COLUMNS = ["vipl-spin", "vipl-block", "ring", "unix", "tcp", "ucx", "fabric"]
 BW_COLUMNS = ["vipl-spin", "vipl-block", "ring", "unix", "tcp", "ucx", "fabric"]
 PLACEMENTS = [("cross", "2 cores (client CPU 0, server CPU 1)"),
@@ -148,6 +153,19 @@ class Report:
                 return None, va, vb
             return (ratio(va, vb) if b else va), va, vb
 
+        ns_lat = lambda t: ("latency_p50", t, "cross", 8)
+        ns_bw = lambda t: ("bandwidth", t, "cross", mib)
+        specs += [
+            ("tcp provider across namespaces: one-way 8 B, blocking, 2 cores, vs TCP", "<= 1.15x",
+             ns_lat("vipl-tcp-block"), ns_lat("tcp-ns"), "us", lambda r: r <= 1.15, 1),
+            ("tcp provider across namespaces: one-way 8 B, default (spin 20 us) vs TCP",
+             "<= 1.15x", ns_lat("vipl-tcp"), ns_lat("tcp-ns"), "us", lambda r: r <= 1.15, 1),
+            ("tcp provider across namespaces: 1 MiB bandwidth, blocking, 2 cores, vs TCP",
+             ">= 0.9x", ns_bw("vipl-tcp-block"), ns_bw("tcp-ns"), "GB/s", lambda r: r >= 0.9,
+             1e-3),
+            ("tcp provider across namespaces: 1 MiB bandwidth, default, 2 cores, vs TCP",
+             ">= 0.9x", ns_bw("vipl-tcp"), ns_bw("tcp-ns"), "GB/s", lambda r: r >= 0.9, 1e-3),
+        ]
         vis = self.scale_size("vipl-ring8192")
         if vis is not None:
             ring8 = lambda key: ("vi_scale_" + key, "vipl-ring8192", "host", vis)
@@ -275,6 +293,41 @@ class Report:
                     rtext(ratio(v["vipl-block"], v["tcp"]))])
             self.emit(f"### {title}", "")
             self.table(header, rows)
+
+    def namespaces(self):
+        self.emit("## The tcp provider across network namespaces", "",
+                  "Client and server in two network namespaces joined by a veth pair (private "
+                  "addresses): every message crosses a TCP connection as between two hosts. "
+                  "The tcp provider (`tcp:<address>` devices) against plain TCP sockets "
+                  "(blocking, TCP_NODELAY) between the same two addresses. *spin*: "
+                  f"`VIPL_SPIN_US={self.meta.get('spin_us')}`; *default*: 20 us of spinning, "
+                  "then sleep; *block*: `VIPL_SPIN_US=0`, the same waiting as the sockets. "
+                  "Ratios below 1 (latency) or above 1 (bandwidth) favour libvipl.", "")
+        for placement, title in PLACEMENTS:
+            self.emit(f"### One-way latency (us), {title}", "")
+            rows = []
+            for s in self.sizes("latency_p50"):
+                v = {t: self.get("latency_p50", t, placement, s) for t in NS_COLUMNS}
+                if all(x is None for x in v.values()):
+                    continue
+                rows.append([size_label(s)] + [num(v[t]) for t in NS_COLUMNS] + [
+                    rtext(ratio(v["vipl-tcp-block"], v["tcp-ns"])),
+                    rtext(ratio(v["vipl-tcp"], v["tcp-ns"])),
+                    num(self.get("latency_p99", "vipl-tcp-block", placement, s)),
+                    num(self.get("latency_p99", "tcp-ns", placement, s))])
+            self.table(["size"] + [LABELS[t] for t in NS_COLUMNS] +
+                       ["block / TCP", "default / TCP", "p99 block", "p99 TCP"], rows)
+            self.emit(f"### Bandwidth (GB/s), {title}", "")
+            rows = []
+            for s in self.sizes("bandwidth"):
+                v = {t: self.get("bandwidth", t, placement, s) for t in NS_COLUMNS}
+                if all(x is None for x in v.values()):
+                    continue
+                rows.append([size_label(s)] + [gb(v[t]) for t in NS_COLUMNS] + [
+                    rtext(ratio(v["vipl-tcp-block"], v["tcp-ns"])),
+                    rtext(ratio(v["vipl-tcp"], v["tcp-ns"]))])
+            self.table(["size"] + [LABELS[t] for t in NS_COLUMNS] +
+                       ["block / TCP", "default / TCP"], rows)
 
     def table5(self):
         g = self.get
@@ -505,6 +558,7 @@ class Report:
         self.latency()
         self.bandwidth()
         self.table5()
+        self.namespaces()
         self.counters()
         self.vi_scale()
         self.paper_sharing()

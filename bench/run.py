@@ -47,6 +47,67 @@ SCALE_TIMEOUT_S = 240
 COLUMNS = ["benchmark", "transport", "placement", "size", "value", "unit", "iterations"]
 
 
+class NetPair:
+    """Two network namespaces joined by a veth pair, private addresses only.
+
+    The tcp provider and plain TCP are measured between them, as between two
+    hosts; every packet crosses the veth pair.  Made at the start of a run and
+    removed at its end (or by the next run, if this one was killed).
+    """
+    PREFIX = "vipl-bench-"
+
+    def __init__(self):
+        tag = os.getpid() % 250
+        self.names = (f"{self.PREFIX}{os.getpid()}-c", f"{self.PREFIX}{os.getpid()}-s")
+        self.links = (f"vb{os.getpid() % 100000}c", f"vb{os.getpid() % 100000}s")
+        self.addrs = (f"10.213.{tag}.1", f"10.213.{tag}.2")
+        self.error = None
+
+    @staticmethod
+    def ip(*args):
+        return subprocess.run(["ip"] + list(args), capture_output=True, text=True)
+
+    def cleanup_stale(self):
+        out = self.ip("netns", "list").stdout
+        for line in out.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith(self.PREFIX):
+                pid = name[len(self.PREFIX):].split("-")[0]
+                if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
+                    self.ip("netns", "delete", name)
+
+    def __enter__(self):
+        self.cleanup_stale()
+        c, s = self.names
+        steps = [("netns", "add", c), ("netns", "add", s),
+                 ("link", "add", self.links[0], "type", "veth", "peer", "name", self.links[1]),
+                 ("link", "set", self.links[0], "netns", c),
+                 ("link", "set", self.links[1], "netns", s),
+                 ("-n", c, "addr", "add", self.addrs[0] + "/24", "dev", self.links[0]),
+                 ("-n", s, "addr", "add", self.addrs[1] + "/24", "dev", self.links[1]),
+                 ("-n", c, "link", "set", "lo", "up"), ("-n", s, "link", "set", "lo", "up"),
+                 ("-n", c, "link", "set", self.links[0], "up"),
+                 ("-n", s, "link", "set", self.links[1], "up")]
+        for step in steps:
+            r = self.ip(*step)
+            if r.returncode != 0:
+                self.error = f"ip {' '.join(step)}: {r.stderr.strip()}"
+                break
+        return self
+
+    def __exit__(self, *exc):
+        for name in self.names:
+            self.ip("netns", "delete", name)
+        return False
+
+    def args(self, devices):
+        """The harness options that put the client and server in the namespaces."""
+        extra = ["--netns", ",".join(self.names), "--server-host", self.addrs[1]]
+        if devices:
+            extra += ["--devices", f"tcp:{self.addrs[0]},tcp:{self.addrs[1]}"]
+        return extra
+
+
 class Failure(Exception):
     pass
 
@@ -370,12 +431,31 @@ class Runner:
         self.postcost("vipl-busy", "0", "busy")
         self.postcost("vipl-asleep", "0", "asleep")
         self.postcost("vipl-forced-doorbell", "1", "spin")
+        self.across_namespaces()
+
+    def across_namespaces(self):
+        """The tcp provider against plain TCP between two network namespaces."""
+        net = self.net
+        runs = [("vipl-tcp-spin", "bench-vipl", True, {"VIPL_SPIN_US": SPIN_US}),
+                ("vipl-tcp", "bench-vipl", True, None),
+                ("vipl-tcp-block", "bench-vipl", True, {"VIPL_SPIN_US": "0"}),
+                ("tcp-ns", "bench-sock", False, None)]
+        for bench, own in (("latency", self.own_lat), ("bandwidth", self.own_bw)):
+            for placement in PLACEMENTS:
+                for transport, binary, devices, env in runs:
+                    if net is None or net.error:
+                        self.fail(bench, transport, placement,
+                                  "no network namespaces: " + (net.error if net else "not root"))
+                        continue
+                    extra = net.args(devices) + ([] if devices else ["--variant", "tcp"])
+                    own(transport, placement, binary, extra, env)
 
     def main(self):
         os.makedirs(self.out, exist_ok=True)
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         self.load_before = load_average()
         start = time.monotonic()
+        self.net = NetPair().__enter__() if os.geteuid() == 0 else None
         try:
             for r in range(1, ROUNDS + 1):
                 self.round = r
@@ -385,6 +465,8 @@ class Runner:
             self.scale()
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
+            if self.net:
+                self.net.__exit__(None, None, None)
         elapsed = time.monotonic() - start
         self.write(elapsed)
         print(f"done in {elapsed:.0f} s: {self.out}/results.csv", flush=True)

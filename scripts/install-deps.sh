@@ -5,11 +5,15 @@ set -euo pipefail
 
 packages=(
     build-essential cmake ninja-build pkg-config git
+    libtsan2
     catch2
     clang-14 clang-format-14 libclang-rt-14-dev
     ucx-utils libucx-dev libfabric-bin libfabric-dev
     python3 python3-matplotlib
     util-linux procps iproute2 strace
+    libboost-dev
+    # the byte-order test: a big-endian (s390x) peer, cross-built, run under qemu-user
+    g++-s390x-linux-gnu qemu-user
 )
 
 missing=()

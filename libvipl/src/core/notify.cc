@@ -31,7 +31,14 @@ struct Notifier {
     std::vector<Nic *> errors; // NICs with queued errors
 };
 
-Notifier g;
+// Never destroyed: the thread is never stopped and runs on while exit()
+// destroys static objects (a hang-up it sees then is reported through g).
+union Immortal {
+    Notifier n;
+    Immortal() : n() {}
+    ~Immortal() {}
+} g_immortal;
+Notifier &g = g_immortal.n;
 
 void poke_locked() {
     uint64_t one = 1;
@@ -215,6 +222,7 @@ void handle_event(uint64_t data) {
     if (vi->sq.notify || vi->rq.notify) vi_drain(vi); // the doorbell is ours only then
     if (vi->prov) vi->nic->ops->vi->check_peer(vi);
     vi_progress(vi);
+    if (vi->prov) vi->nic->ops->vi->idle(vi);
 }
 
 void *thread_main(void *) {

@@ -261,8 +261,11 @@ struct ViLocal {
     size_t copy_map_size = 0;
     void *copy_aux = nullptr; // the provider's own per-process reference (ViOps::drop_aux)
     uint32_t copies_epoch = 0;
-    uint32_t error_seq = 0; // Vi::error_seq this process has reported
+    uint32_t error_seq = 0;  // Vi::error_seq this process has reported
+    uint8_t spin_misses = 0; // waits in a row whose spinning found nothing (vi_wait)
+    uint8_t spin_probe = 0;
 };
+constexpr unsigned kSpinMissesMax = 10;
 
 using NicTable = HandleTable<Nic, HandleTag::nic>;
 using PtagTable = HandleTable<Ptag, HandleTag::ptag>;

@@ -8,6 +8,7 @@
 #include "core/vi.h"
 #include "prov/provider.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <sched.h>
 #include <sys/epoll.h>
@@ -139,6 +140,7 @@ static bool done_locked(Vi *vi, WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *
         rearm_for_fd(vi);
         if (take(q, out, rc)) return true;
     }
+    if (vi->prov) vi->nic->ops->vi->idle(vi);
     return false;
 }
 
@@ -149,16 +151,36 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
     return done_locked(vi, recv ? vi->rq : vi->sq, out, &rc) ? rc : VIP_NOT_DONE;
 }
 
-static uint64_t spin_budget_ns(Vi *vi, const void *handle) {
+// How long to spin before sleeping.  None when the peer waits on this very
+// CPU (it could not run to answer).  Spinning that keeps failing shrinks
+// (the peer answers slower than the budget, or shares the CPU unseen): the
+// budget halves per miss, down to nothing after 10, and every 32nd wait then
+// tries the full budget again.  *peer_cpu_known: the transport told where the
+// peer waits.
+static uint64_t spin_budget_ns(Vi *vi, const void *handle, bool *peer_cpu_known) {
     uint64_t ns = static_cast<uint64_t>(config().spin_us) * 1000;
+    *peer_cpu_known = false;
     if (!ns || !(vi->nic->ops->vi->wait_caps & kCapSpin)) return 0;
     int me = sched_getcpu();
     int peer = -1;
     {
         ViGuard g(vi);
-        if (vis().still(vi, handle) && vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+        if (!vis().still(vi, handle)) return 0;
+        if (vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+        ViLocal &l = vis().local(vi);
+        if (l.spin_misses >= kSpinMissesMax && (++l.spin_probe & 31) != 0) return 0;
+        ns >>= std::min<unsigned>(l.spin_misses, kSpinMissesMax);
     }
+    *peer_cpu_known = peer >= 0;
     return (peer >= 0 && peer == me) ? 0 : ns;
+}
+
+static void spin_outcome(Vi *vi, bool won) {
+    ViLocal &l = vis().local(vi);
+    if (won)
+        l.spin_misses = 0;
+    else if (l.spin_misses < kSpinMissesMax)
+        ++l.spin_misses;
 }
 
 VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
@@ -174,10 +196,12 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc)) return rc;
     }
 
-    if (uint64_t budget = spin_budget_ns(vi, handle)) {
+    bool peer_cpu_known;
+    if (uint64_t budget = spin_budget_ns(vi, handle, &peer_cpu_known)) {
         uint64_t end = now_ns() + budget;
         if (deadline < end) end = deadline;
         const ViOps *ops = vi->nic->ops->vi;
+        bool won = false;
         for (unsigned i = 0;; ++i) {
             // One lock per look: the transport may be torn down by another thread.
             if (vi->lock.try_lock()) {
@@ -190,15 +214,22 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                     if (q.head == q.visible) vi_progress(vi);
                     got = take(q, out, &rc);
                 }
-                vi->lock.unlock();
                 if (got) {
                     ++vi->counters.SpinWins;
-                    return rc;
+                    spin_outcome(vi, true);
                 }
+                vi->lock.unlock();
+                if (got) return rc;
             }
             cpu_relax();
-            if ((i & 63) == 63 && now_ns() >= end) break;
+            if ((i & 63) == 63) {
+                if (now_ns() >= end) break;
+                // The peer may share this CPU unseen: let it run.
+                if (!peer_cpu_known) sched_yield();
+            }
         }
+        ViGuard g(vi);
+        if (vis().still(vi, handle)) spin_outcome(vi, won);
     }
 
     for (;;) {
@@ -225,6 +256,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             // descriptor ready.  The look before (Done, spinning, the last
             // wake-up) suffices.
             if (!level) vi_progress(vi);
+            if (vi->prov) vi->nic->ops->vi->idle(vi);
             if (take(q, out, &rc)) {
                 if (vi->sleepers.fetch_sub(1) == 1) vi_disarm(vi);
                 return rc;
@@ -285,6 +317,17 @@ static void progress_members(Cq *cq, bool arm) {
         if (!vis().alive(vi) || !vi->usable_here()) continue;
         if (arm) vi_rearm(vi);
         vi_progress(vi);
+        if (arm && vi->prov) vi->nic->ops->vi->idle(vi);
+    }
+}
+
+// CQ callers that found nothing: the members' held-back traffic goes out.
+static void idle_members(Cq *cq) {
+    std::vector<Vi *> &members = t_members;
+    cq_members(cq, members);
+    for (Vi *vi : members) {
+        ViGuard g(vi);
+        if (vis().alive(vi) && vi->usable_here() && vi->prov) vi->nic->ops->vi->idle(vi);
     }
 }
 
@@ -317,6 +360,7 @@ VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *r
     progress_members(cq, false);
     if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
     if (cq->fd_mode.load(std::memory_order_relaxed)) cq_rearm_for_fd(cq);
+    idle_members(cq);
     return VIP_NOT_DONE;
 }
 

@@ -23,5 +23,6 @@ bool armed(Vi *) {
     return true;
 }
 void drop_aux(Vi *, void *) {}
+void idle(Vi *) {}
 
 } // namespace vipl::enosys

@@ -16,5 +16,6 @@ void arm(Vi *, unsigned);
 void disarm(Vi *);
 bool armed(Vi *);
 void drop_aux(Vi *, void *);
+void idle(Vi *);
 
 } // namespace vipl::enosys

@@ -113,6 +113,10 @@ struct ViOps {
     // Publishes the CPU this side waits on; returns the CPU the peer last
     // waited on, or -1.  Spinning is pointless when both are the same.
     int (*exchange_cpu)(Vi *vi, int my_cpu);
+    // The caller found nothing to take and will return empty-handed or
+    // sleep: push what was held back to ride on later traffic
+    // (acknowledgements), so that the peer is not kept waiting.
+    void (*idle)(Vi *vi);
     // Releases a per-process reference the provider recorded with
     // vi_hold_aux (when this process drops its copies of the transport).
     void (*drop_aux)(Vi *vi, void *aux);

@@ -35,6 +35,10 @@ const std::vector<std::string> &devices() {
     return list;
 }
 
+const std::string &device() {
+    return devices().front();
+}
+
 std::string unique_disc(const char *tag) {
     static std::atomic<int> n{0};
     return "t" + std::to_string(getpid()) + "-" + std::to_string(n++) + tag;

@@ -26,6 +26,9 @@ constexpr int kWaitMs = 2000;
 // Devices the conformance suite runs on: VIPL_TEST_DEVICES (comma list), default "shm0".
 const std::vector<std::string> &devices();
 
+// The one device of tests that run on a single provider: the first of devices().
+const std::string &device();
+
 // Catch2 helper: GENERATE(from_range(vt::devices()))
 #define VT_DEVICE() GENERATE(from_range(::vt::devices()))
 

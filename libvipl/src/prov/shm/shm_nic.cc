@@ -79,6 +79,7 @@ const ViOps kViOps = {
     .sleep_fds = wait_fds,
     .check_peer = check_peer,
     .exchange_cpu = exchange_cpu,
+    .idle = enosys::idle,
     .drop_aux = drop_peer_regions,
     .wait_caps = kCapSpin | kCapEdge,
 };

@@ -101,10 +101,18 @@ struct Endpoint {
     uint8_t tx_header[kFrameHeader];
     uint64_t tx_done = 0; // bytes of header + payload written
     uint64_t tx_total = 0;
+    // Flow control (see tcp_wire.h): bytes written / credited by the peer /
+    // its window; bytes read / credited to the peer / our window.
+    uint64_t tx_bytes = 0, peer_taken = 0;
+    uint32_t window = 0;
+    uint64_t rx_bytes = 0, credit_sent = 0;
+    uint32_t my_window = 0;
+    bool owe_credit = false;
     uint64_t ack_next = 0; // sequence number the next acknowledged message gets
     uint64_t ack_upto = 0; // the peer acknowledged sequence numbers below this
     uint32_t awaiting = 0; // entries waiting for an ack or a read answer
     bool owe_ack = false;  // the peer is to learn ack_taken
+    bool corked = false;   // frames wait in the kernel for the next write (MSG_MORE)
     // Owed frames: a ring that grows as needed (the peer's outstanding reads
     // bound it).  After a fatal error found here, `closing`: what is owed
     // goes out, the error report last, then nothing more.
@@ -145,6 +153,10 @@ void nic_close(Nic *nic);
 VIP_RETURN ns_by_name(Nic *nic, const char *name, VIP_NET_ADDRESS *out, VIP_ULONG index);
 VIP_RETURN ns_by_addr(Nic *nic, const VIP_NET_ADDRESS *addr, char *name, VIP_ULONG *len);
 VIP_RETURN autodiscovery(Nic *nic, VIP_AUTODISCOVERY_LIST *list);
+// Sizes a socket's receive buffer for TCP_WINDOW (before it connects or
+// listens), and the window it can honour once it has.
+void size_receive_buffer(int fd);
+uint32_t own_window(int fd);
 // The TCP port a discriminator maps to.
 uint16_t port_of(const uint8_t *disc, uint16_t len);
 // The socket address of addr (its host part; this NIC's own if empty).
@@ -212,7 +224,7 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d);
 void post_recv(Vi *vi, WqEntry *e);
 // Writes what is owed (control frames, read answers, the send queue) until
 // the socket is full; false if the connection failed.
-bool flush_out(Vi *vi, Endpoint *ep);
+bool flush_out(Vi *vi, Endpoint *ep, bool more = false);
 // The peer acknowledged sequence numbers below upto; false if out of range.
 bool acked(Vi *vi, Endpoint *ep, uint64_t upto);
 // The peer reports message seq failed (and the connection ends unless code is kNoError).
@@ -224,6 +236,8 @@ void free_owed(Vi *vi, Endpoint *ep);
 // tcp_recv.cc
 void progress(Vi *vi);
 bool pending(Vi *vi);
+// Sends the acknowledgements held back for a reply to carry.
+void idle(Vi *vi);
 // Reads and handles frames until the socket is dry; false if the connection failed.
 bool receive(Vi *vi, Endpoint *ep);
 // The oldest RDMA read of the send queue still waiting for its answer.

@@ -86,6 +86,7 @@ int start_connect(const Nic *nic, const sockaddr_storage &to, socklen_t tolen, i
         asio::ip::tcp::socket s(io);
         s.assign(t->family == AF_INET ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), fd, ec);
         if (!ec) s.set_option(asio::ip::tcp::no_delay(true), ec);
+        if (!ec) size_receive_buffer(fd);
         if (!ec) {
             asio::ip::tcp::endpoint here;
             here.resize(t->local_len);
@@ -192,6 +193,7 @@ VIP_RETURN move_by(int fd, uint8_t *buf, bool out, uint64_t deadline) {
 // Acceptor side, after the checks: Accept, then the requester's Ack.
 VIP_RETURN offer(Vi *vi, int fd, const Hello &req, const VIP_NET_ADDRESS *local) {
     Hello a = make_hello(kHelloAccept, vi, local);
+    a.window = own_window(fd);
     VIP_RETURN rc = send_hello(fd, a, now_ns() + config().connect_ack_ms * 1000000ull);
     Hello ack{};
     if (rc == VIP_SUCCESS)
@@ -302,13 +304,11 @@ VIP_RETURN connect_accept(ConnReq *req, Vi *vi) {
     if (!in || in->fd < 0) return VIP_INVALID_PARAMETER;
     VIP_RETURN rc = check_match(vi, in->hello);
     if (rc != VIP_SUCCESS) return rc;
-    VIP_NET_ADDRESS *none = nullptr;
     alignas(VIP_NET_ADDRESS) uint8_t buf[sizeof(VIP_NET_ADDRESS) + kMaxDisc];
     auto *local = reinterpret_cast<VIP_NET_ADDRESS *>(buf);
     local->HostAddressLen = 0;
     local->DiscriminatorLen = in->hello.want_len;
     memcpy(local->HostAddress, in->hello.want, in->hello.want_len);
-    (void)none;
     rc = offer(vi, in->fd, in->hello, local);
     if (rc == VIP_SUCCESS) in->fd = -1; // the endpoint owns it now
     return rc;
@@ -343,6 +343,7 @@ VIP_RETURN connect_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_A
     if (fd < 0) return connect_error(err);
     VIP_RETURN rc = finish_connect(fd, deadline);
     Hello h = make_hello(kHelloRequest, vi, local);
+    h.window = own_window(fd);
     h.want_len = remote->DiscriminatorLen;
     memcpy(h.want, disc_of(remote), h.want_len);
     if (rc == VIP_SUCCESS) rc = send_hello(fd, h, deadline);
@@ -430,6 +431,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
             retry_later(p, now, deadline);
             return VIP_NOT_DONE;
         }
+        p->hello.window = own_window(p->sock);
         encode_hello(p->hello, p->out);
     }
     if (!p->connected) {

@@ -51,7 +51,7 @@ VIP_RETURN vi_create(Vi *vi) {
     return VIP_SUCCESS;
 }
 
-VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &) {
+VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &peer) {
     Endpoint *ep = endpoint(vi);
     auto *rx = static_cast<uint8_t *>(object_alloc(kRxBuffer, vi->shareable));
     int epfd = fd_track(epoll_create1(EPOLL_CLOEXEC));
@@ -74,6 +74,8 @@ VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &) {
     ep->mtu = vi->attrs.MaxTransferSize;
     ep->copy_threshold = config().copy_threshold;
     ep->frame_wait_us = config().tcp_frame_wait_us;
+    ep->window = peer.window;
+    ep->my_window = own_window(sock);
     ep->up = true;
     vi_hold_fd(vi, sock);
     vi_hold_fd(vi, epfd);
@@ -176,8 +178,9 @@ int sleep_fds(Vi *vi, pollfd *fds, int max) {
     return 1;
 }
 
-void check_peer(Vi *vi) {
-    progress(vi);
+void check_peer(Vi *) {
+    // A hang-up, a reset or a dead link shows as the socket's end or error
+    // to the progress that every caller runs right after.
 }
 
 } // namespace vipl::tcp

@@ -52,6 +52,7 @@ int open_listener(const TcpNic *t, uint16_t port, int *err) {
     acc.assign(t->family == AF_INET ? asio::ip::tcp::v4() : asio::ip::tcp::v6(), fd, ec);
     if (!ec) acc.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acc.set_option(ReusePort(true), ec);
+    if (!ec) size_receive_buffer(fd); // accepted sockets inherit it
     if (!ec && t->family == AF_INET6) acc.set_option(asio::ip::v6_only(true), ec);
     if (!ec) acc.bind(asio::ip::tcp::endpoint(nic_address(t), port), ec);
     if (!ec) acc.listen(512, ec);

@@ -6,6 +6,7 @@
 #include "prov/tcp/tcp.h"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ifaddrs.h>
@@ -147,6 +148,7 @@ const ViOps kViOps = {
     .sleep_fds = sleep_fds,
     .check_peer = check_peer,
     .exchange_cpu = enosys::exchange_cpu,
+    .idle = idle,
     .drop_aux = enosys::drop_aux,
     // A non-blocking look at the socket is cheap next to a sleep; readiness is level-triggered.
     .wait_caps = kCapSpin,
@@ -195,6 +197,28 @@ uint16_t port_of(const uint8_t *d, uint16_t len) {
     for (int i = 0; i < len; ++i) h = (h ^ d[i]) * 16777619u;
     const Config &c = config();
     return static_cast<uint16_t>(c.tcp_port_base + h % c.tcp_port_range);
+}
+
+void size_receive_buffer(int fd) {
+    // Privileged processes get the whole size; others what net.core.rmem_max allows.
+    int want = static_cast<int>(std::min<uint64_t>(4ull * config().tcp_window, 1u << 30));
+    int saved = errno;
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
+    errno = saved;
+}
+
+uint32_t own_window(int fd) {
+    int have = 0;
+    socklen_t len = sizeof have;
+    int saved = errno;
+    getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &have, &len);
+    errno = saved;
+    // The kernel reports twice what it keeps for data; a quarter of the
+    // report leaves room for its per-packet overhead with small frames.
+    uint64_t w =
+        std::min<uint64_t>(static_cast<uint64_t>(have > 0 ? have : 0) / 4, config().tcp_window);
+    return static_cast<uint32_t>(std::max<uint64_t>(w, kMinWindow));
 }
 
 std::string address_text(const sockaddr_storage &ss) {

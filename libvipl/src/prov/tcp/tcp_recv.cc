@@ -10,6 +10,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -24,6 +26,17 @@ constexpr uint64_t kBytesPerCall = 8 << 20;
 enum class Io { more, dry, closed };
 
 void set_lowat(Endpoint *ep);
+
+// n more bytes taken from the socket: once a quarter of our window is
+// taken, the peer hears it (at once: it may be waiting for that credit to
+// send the rest of what we wait for).
+void took(Vi *vi, Endpoint *ep, uint64_t n) {
+    ep->rx_bytes += n;
+    if (!ep->owe_credit && ep->rx_bytes - ep->credit_sent >= ep->my_window / 4) {
+        ep->owe_credit = true;
+        flush_out(vi, ep);
+    }
+}
 
 bool reliable(const Endpoint *ep) {
     return ep->reliability != VIP_SERVICE_UNRELIABLE;
@@ -56,7 +69,8 @@ Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
         if (n > 0) {
             *maybe_more = static_cast<uint32_t>(n) == kRxBuffer - ep->rx_end;
             ep->rx_end += static_cast<uint32_t>(n);
-            return Io::more;
+            took(vi, ep, static_cast<uint64_t>(n));
+            return ep->up ? Io::more : Io::closed;
         }
         if (n < 0 && err == EINTR) continue;
         if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return Io::dry;
@@ -317,6 +331,13 @@ bool begin(Vi *vi, Endpoint *ep) {
         }
         ok = ep->up;
         break;
+    case kCredit:
+        if (f.addr < ep->peer_taken || f.addr > ep->tx_bytes) {
+            protocol_error(vi, ep, "a credit for more than was sent");
+            return false;
+        }
+        ep->peer_taken = f.addr;
+        break;
     }
     return ok && ep->up;
 }
@@ -349,6 +370,8 @@ Io payload(Vi *vi, Endpoint *ep, uint64_t *budget, bool *maybe_more) {
             if (got > 0) {
                 *maybe_more = static_cast<uint64_t>(got) == left;
                 ep->got += static_cast<uint64_t>(got);
+                took(vi, ep, static_cast<uint64_t>(got));
+                if (!ep->up) return Io::closed;
                 *budget -= std::min<uint64_t>(*budget, static_cast<uint64_t>(got));
                 if (!*budget) return Io::dry;
                 continue;
@@ -373,6 +396,9 @@ void set_lowat(Endpoint *ep) {
         want = ep->frame.length - ep->got;
     else if (ep->rx_end - ep->rx_start < kFrameHeader)
         want = kFrameHeader - (ep->rx_end - ep->rx_start);
+    // Never more than a sender short of credit can have sent: it waits for
+    // our credit, which we give once we have read a quarter of our window.
+    want = std::min<uint64_t>(want, ep->my_window / 4);
     uint32_t v = static_cast<uint32_t>(std::min<uint64_t>(want ? want : 1, 1u << 30));
     if (v == ep->lowat) return;
     int iv = static_cast<int>(v), saved = errno;
@@ -475,7 +501,30 @@ void progress(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return;
     if (!receive(vi, ep)) return;
-    flush_out(vi, ep);
+    // An acknowledgement alone waits in the kernel (MSG_MORE): the program
+    // may answer the message it is about to take, and the answer pushes both
+    // in one segment (one wake-up of the peer instead of two).  idle() pushes
+    // it otherwise, and the kernel does within 200 ms if the program makes no
+    // further call.  A stream of messages gets one every few, replies or not.
+    bool only_ack = ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len &&
+                    ep->owed_head == ep->owed_tail && !ep->owe_credit && !ep->want_out &&
+                    vi->sq.cursor == vi->sq.tail && ep->ack_taken - ep->ack_sent < 8;
+    flush_out(vi, ep, only_ack && ep->owe_ack);
+}
+
+void idle(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return;
+    if (ep->owe_ack) {
+        flush_out(vi, ep);
+    } else if (ep->corked) {
+        // Setting TCP_NODELAY pushes what MSG_MORE held back.
+        int one = 1;
+        int saved = errno;
+        setsockopt(ep->sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        errno = saved;
+        ep->corked = false;
+    }
 }
 
 } // namespace vipl::tcp

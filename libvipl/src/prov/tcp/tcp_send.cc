@@ -44,6 +44,18 @@ void start(Endpoint *ep, Endpoint::Cur cur, const Frame &f, uint64_t payload) {
     ep->tx_total = kFrameHeader + payload;
 }
 
+// Shortens iov[0..n) to at most limit bytes; returns the entries left.
+int clip(iovec *iov, int n, uint64_t limit) {
+    for (int i = 0; i < n; ++i) {
+        if (iov[i].iov_len >= limit) {
+            iov[i].iov_len = limit;
+            return limit ? i + 1 : i;
+        }
+        limit -= iov[i].iov_len;
+    }
+    return n;
+}
+
 void add_ctl(Endpoint *ep, const Frame &f) {
     encode_frame(f, ep->ctl + ep->ctl_len);
     ep->ctl_len += kFrameHeader;
@@ -85,10 +97,16 @@ void pick(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
             return;
         }
         if (ep->closing) return;
-        if (!ep->owe_ack) break;
-        ep->owe_ack = false;
-        ep->ack_sent = ep->ack_taken;
-        add_ctl(ep, Frame{kAck, 0, 0, 0, 0, ep->ack_taken});
+        if (ep->owe_ack) {
+            ep->owe_ack = false;
+            ep->ack_sent = ep->ack_taken;
+            add_ctl(ep, Frame{kAck, 0, 0, 0, 0, ep->ack_taken});
+            continue;
+        }
+        if (!ep->owe_credit) break;
+        ep->owe_credit = false;
+        ep->credit_sent = ep->rx_bytes;
+        add_ctl(ep, Frame{kCredit, 0, 0, 0, 0, ep->rx_bytes});
     }
     if (ep->owed_head != ep->owed_tail || ep->closing) return;
     WorkQueue &q = vi->sq;
@@ -201,7 +219,7 @@ void frame_done(Vi *vi, Endpoint *ep) {
     }
 }
 
-bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
+bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index, bool more) {
     for (int frames = 0; ep->up;) {
         if (ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len) {
             ep->ctl_len = ep->ctl_done = 0;
@@ -215,16 +233,28 @@ bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
                 return true;
             }
         }
+        // Header-only frames go whatever the credit; a frame with a payload
+        // only as far as the peer's window allows (it counts all we wrote).
+        uint64_t unread = ep->tx_bytes - ep->peer_taken;
+        uint64_t room = unread >= ep->window ? 0 : ep->window - unread;
         iovec iov[kMaxIov];
         int n = 0;
         if (ep->ctl_done < ep->ctl_len)
             iov[n++] = iovec{ep->ctl + ep->ctl_done, ep->ctl_len - ep->ctl_done};
-        if (ep->cur != Endpoint::kCurNone) n += rest(vi, ep, pre, pre_index, iov + n, kMaxIov - n);
+        if (ep->cur != Endpoint::kCurNone && room) {
+            int first = n;
+            n += rest(vi, ep, pre, pre_index, iov + n, kMaxIov - n);
+            n = first + clip(iov + first, n - first, room);
+        }
+        if (n == 0) { // waiting for credit: it comes as input
+            set_want_out(ep, false);
+            return true;
+        }
         msghdr mh{};
         mh.msg_iov = iov;
         mh.msg_iovlen = static_cast<size_t>(n);
         int saved = errno;
-        ssize_t w = sendmsg(ep->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = sendmsg(ep->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT | (more ? MSG_MORE : 0));
         int err = errno;
         errno = saved;
         if (w < 0) {
@@ -236,7 +266,9 @@ bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
             connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
             return false;
         }
+        ep->corked = more;
         uint64_t left = static_cast<uint64_t>(w);
+        ep->tx_bytes += left;
         uint32_t c = static_cast<uint32_t>(std::min<uint64_t>(left, ep->ctl_len - ep->ctl_done));
         ep->ctl_done += c;
         left -= c;
@@ -251,8 +283,8 @@ bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
 
 } // namespace
 
-bool flush_out(Vi *vi, Endpoint *ep) {
-    return flush(vi, ep, nullptr, 0);
+bool flush_out(Vi *vi, Endpoint *ep, bool more) {
+    return flush(vi, ep, nullptr, 0, more);
 }
 
 VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
@@ -264,7 +296,7 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
         q.cursor = q.tail;
         return VIP_SUCCESS;
     }
-    flush(vi, ep, &d, q.tail - 1);
+    flush(vi, ep, &d, q.tail - 1, false);
     return VIP_SUCCESS;
 }
 

@@ -79,6 +79,9 @@ Decode decode_frame(const uint8_t *in, uint64_t max_payload, Frame *out) {
     case kError:
         if (f.length || f.flags || f.handle) return Decode::bad_fields;
         break;
+    case kCredit:
+        if (f.length || f.flags || f.imm || f.handle) return Decode::bad_fields;
+        break;
     }
     *out = f;
     return Decode::ok;
@@ -118,6 +121,7 @@ void encode_hello(const Hello &h, uint8_t *out) {
     memcpy(p + 36, h.host, kMaxHostAddress);
     memcpy(p + 36 + kMaxHostAddress, h.disc, kMaxDisc);
     memcpy(p + 36 + kMaxHostAddress + kMaxDisc, h.want, kMaxDisc);
+    put32(p + 36 + kMaxHostAddress + 2 * kMaxDisc, h.window);
 }
 
 bool decode_hello(const uint8_t *in, Hello *out) {
@@ -137,6 +141,10 @@ bool decode_hello(const uint8_t *in, Hello *out) {
     memcpy(h.host, in + 36, kMaxHostAddress);
     memcpy(h.disc, in + 36 + kMaxHostAddress, kMaxDisc);
     memcpy(h.want, in + 36 + kMaxHostAddress + kMaxDisc, kMaxDisc);
+    h.window = get32(in + 36 + kMaxHostAddress + 2 * kMaxDisc);
+    if ((h.type == kHelloRequest || h.type == kHelloPeerRequest || h.type == kHelloAccept) &&
+        h.window < kMinWindow)
+        return false;
     *out = h;
     return true;
 }

@@ -20,6 +20,14 @@
 //                  messages) of the message that failed, or kNoSequence;
 //                  imm = VIP_ERROR_CODE the receiver's VI fails with, or
 //                  kNoError (unreliable: only the descriptor fails)
+//   kCredit        no payload; addr = bytes of the stream the receiver has
+//                  taken from its socket (cumulative)
+//
+// Flow control: a sender keeps at most the receiver's window (from its
+// Hello) of frame bytes not yet credited, and frames with a payload wait
+// for credit.  The receiver's socket buffer holds that much, so its TCP
+// window never closes however long its program stops calling the library,
+// and a silent link stays the only way a connection times out.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +46,7 @@ enum FrameType : uint8_t {
     kRdmaReadResp,
     kAck,
     kError,
+    kCredit,
     kFrameTypeEnd,
 };
 
@@ -93,9 +102,11 @@ struct Hello {
     uint8_t host[kMaxHostAddress];
     uint8_t disc[kMaxDisc];
     uint8_t want[kMaxDisc];
+    uint32_t window; // bytes of stream the sender's socket holds for its peer
 };
 constexpr size_t kHelloWire =
-    4 + 2 + 4 + 4 + 8 + 4 + 4 + 2 + 2 + 2 + kMaxHostAddress + 2 * kMaxDisc;
+    4 + 2 + 4 + 4 + 8 + 4 + 4 + 2 + 2 + 2 + kMaxHostAddress + 2 * kMaxDisc + 4;
+constexpr uint32_t kMinWindow = 4096;
 
 void encode_hello(const Hello &h, uint8_t *out);
 // False if the record is malformed (bad magic/version, lengths out of range).
