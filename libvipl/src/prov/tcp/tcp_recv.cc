@@ -373,7 +373,7 @@ Io payload(Vi *vi, Endpoint *ep, uint64_t *budget, bool *maybe_more) {
                 took(vi, ep, static_cast<uint64_t>(got));
                 if (!ep->up) return Io::closed;
                 *budget -= std::min<uint64_t>(*budget, static_cast<uint64_t>(got));
-                if (!*budget) return Io::dry;
+                if (!*budget && ep->got < f.length) return Io::dry;
                 continue;
             }
             if (got < 0 && err == EINTR) continue;
@@ -438,6 +438,15 @@ bool await_rest(Endpoint *ep, uint64_t *wait_end) {
     return n > 0;
 }
 
+// This call's share is used up with input left in the socket or the
+// buffer.  A waiter may sleep on the socket next, which need not become
+// readable again: the doorbell wakes it (and a program polling the wait
+// fd), and its next call goes on.
+void leave_more(Vi *vi, Endpoint *ep) {
+    ep->rx_more = true;
+    vi_wake(vi);
+}
+
 bool receive(Vi *vi, Endpoint *ep) {
     ep->rx_more = false;
     uint64_t budget = kBytesPerCall;
@@ -445,7 +454,7 @@ bool receive(Vi *vi, Endpoint *ep) {
     uint64_t wait_end = 0;
     for (int frames = 0; ep->up; ++frames) {
         if (frames >= kFramesPerCall) {
-            ep->rx_more = true;
+            leave_more(vi, ep);
             return true;
         }
         if (ep->in_payload) {
@@ -456,7 +465,7 @@ bool receive(Vi *vi, Endpoint *ep) {
                     maybe_more = true;
                     continue;
                 }
-                ep->rx_more = budget == 0;
+                if (!budget) leave_more(vi, ep);
                 set_lowat(ep);
                 return true;
             }
@@ -515,6 +524,10 @@ void progress(Vi *vi) {
 void idle(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return;
+    // Input taken from the socket but not yet looked at: a sleeper on the
+    // socket would not see it.
+    if (ep->rx_more || ep->rx_end - ep->rx_start >= kFrameHeader) progress(vi);
+    if (!ep->up) return;
     if (ep->owe_ack) {
         flush_out(vi, ep);
     } else if (ep->corked) {
