@@ -30,17 +30,29 @@ void vi_connected_locked(Vi *vi) {
     notifier_watch_vi(vi, true);
 }
 
-void vi_transport_closing(Vi *vi) {
+// Every epoll set of this process forgets the VI's transport copies; with
+// `shared_sets` false, all but those it shares with the other holders of a
+// shareable VI (its CQs' sets, the VipGetViWaitFd set inherited across fork).
+static void unwatch_copies(Vi *vi, bool shared_sets) {
     if (!vi->usable_here()) return;
     ViLocal &l = vis().local(vi);
     Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;
-    int sets[4] = {l.user_fd, l.wait_ep, scq ? scq->epfd : -1, rcq ? rcq->epfd : -1};
+    int sets[4] = {l.wait_ep, -1, -1, -1};
+    if (shared_sets) {
+        sets[1] = l.user_fd;
+        sets[2] = scq ? scq->epfd : -1;
+        sets[3] = rcq ? rcq->epfd : -1;
+    }
     for (int fd : l.copy_fd) {
         if (fd < 0) continue;
         for (int set : sets)
             if (set >= 0) epoll_ctl(set, EPOLL_CTL_DEL, fd, nullptr);
     }
     notifier_forget_fds(vi, l.copy_fd, ViLocal::kMaxCopies);
+}
+
+void vi_transport_closing(Vi *vi) {
+    unwatch_copies(vi, true);
 }
 
 void vi_hold_fd(Vi *vi, int fd) {
@@ -66,8 +78,8 @@ void vi_hold_aux(Vi *vi, void *aux) {
     vis().local(vi).copy_aux = aux;
 }
 
-void vi_drop_copies(Vi *vi) {
-    vi_transport_closing(vi);
+// Closes this process's copies (already unwatched).
+static void close_copies(Vi *vi) {
     ViLocal &l = vis().local(vi);
     for (int &fd : l.copy_fd) {
         if (fd >= 0) fd_close(fd);
@@ -78,6 +90,11 @@ void vi_drop_copies(Vi *vi) {
     l.copy_map_size = 0;
     if (l.copy_aux) vi->nic->ops->vi->drop_aux(vi, l.copy_aux);
     l.copy_aux = nullptr;
+}
+
+void vi_drop_copies(Vi *vi) {
+    vi_transport_closing(vi);
+    close_copies(vi);
 }
 
 void vi_transport_gone(Vi *vi) {
@@ -135,7 +152,12 @@ static void close_local(Vi *vi) {
 static void vi_leave_locked(Vi *vi) {
     notifier_watch_vi(vi, false);
     if (vi->prov) vi->nic->ops->vi->leave(vi);
-    vi_drop_copies(vi);
+    // The transport stays open in the holders that stay, and so do the epoll
+    // sets we share with them: a set is one kernel object for all its
+    // holders, so removing our copy of a descriptor from it would remove
+    // theirs (a shareable CQ, an inherited wait fd would never wake again).
+    unwatch_copies(vi, false);
+    close_copies(vi);
     close_local(vi);
     close(vi->efd); // our copy; the number stays valid for the others
     vi->holders->remove(self_token());

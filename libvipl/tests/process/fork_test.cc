@@ -37,9 +37,7 @@ struct Parent {
 // The pending request's client: a process of its own, waiting to be accepted.
 int pending_client(const std::string &disc, std::atomic<int> *result) {
     st::Ep ep;
-    st::Opts o;
-    o.mtu = 4096;
-    if (!ep.open(1 << 16, o)) return 1;
+    if (!ep.open(1 << 16, pt::ep_opts())) return 1;
     std::vector<uint8_t> local = st::address(ep.nic, disc + "c"),
                          remote = st::address(ep.nic, disc);
     VIP_VI_ATTRIBUTES ra;
@@ -189,8 +187,7 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
 
                     // The child's own NIC: the parent's memory handle means nothing there.
                     st::Ep own_ep;
-                    st::Opts o;
-                    o.mtu = 4096;
+                    st::Opts o = pt::ep_opts();
                     if (!own_ep.open(1 << 16, o)) {
                         board->fail(n++, "own NIC: " + own_ep.err);
                         return n;
@@ -352,7 +349,7 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
                 VIP_DESCRIPTOR *d;
                 waited = VipRecvWait(ep.vi, 1000, &d);
             });
-            vt::Nic listen_nic("shm0");
+            vt::Nic listen_nic(vt::device());
             std::thread listener([&] {
                 std::vector<uint8_t> local = st::address(listen_nic.nic, vt::unique_disc("fl"));
                 std::vector<uint8_t> from(sizeof(VIP_NET_ADDRESS) + 128);
@@ -378,8 +375,7 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
                 }
                 // And as a server, with its parent as client.
                 st::Ep srv_ep;
-                st::Opts o;
-                o.mtu = 4096;
+                st::Opts o = pt::ep_opts();
                 if (!srv_ep.open(1 << 16, o)) return 3;
                 vt::set_desc(srv_ep.desc(0), srv_ep.mem + 4096, 64, srv_ep.mh);
                 if (!srv_ep.post_recv(srv_ep.desc(0)) || !srv_ep.accept(child_disc, 10000) ||
@@ -402,8 +398,7 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
             CHECK(listened.load() == VIP_TIMEOUT);
             // The parent, client of its child.
             st::Ep cl;
-            st::Opts o;
-            o.mtu = 4096;
+            st::Opts o = pt::ep_opts();
             REQUIRE(cl.open(1 << 16, o));
             INFO(cl.err);
             REQUIRE(cl.connect(child_disc, 10000));

@@ -494,7 +494,7 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
             // The notification thread and its descriptors stay for the life of the
             // process once an error callback was set: start it before the snapshot.
             {
-                vt::Nic dummy("shm0");
+                vt::Nic dummy(vt::device());
                 Errors none;
                 REQUIRE(VipErrorCallback(dummy.nic, &none, Errors::handler) == VIP_SUCCESS);
             }

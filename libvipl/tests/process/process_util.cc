@@ -323,7 +323,7 @@ int run_server(ServerStats *s, const std::string &disc, const ServerOpts &o) {
     sv.o = o;
     sv.s_disc = disc;
     double deadline = st::now_ms() + o.lifetime_ms;
-    if (VipOpenNic("shm0", &sv.nic) != VIP_SUCCESS ||
+    if (VipOpenNic(vt::device().c_str(), &sv.nic) != VIP_SUCCESS ||
         VipCreatePtag(sv.nic, &sv.ptag) != VIP_SUCCESS) {
         s->error("server: cannot open the NIC");
         return 10;
@@ -374,7 +374,7 @@ bool ShVi::check(VIP_RETURN rc, const char *what, VIP_RETURN want) {
 }
 
 bool ShVi::open(bool with_cq, VIP_RELIABILITY_LEVEL level, VIP_ULONG mtu) {
-    if (!check(VipOpenNic("shm0", &nic), "VipOpenNic")) return false;
+    if (!check(VipOpenNic(vt::device().c_str(), &nic), "VipOpenNic")) return false;
     if (!check(VipCreatePtag(nic, &ptag), "VipCreatePtag")) return false;
     void *p =
         mmap(nullptr, kRegionBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -607,10 +607,15 @@ std::string round_trip(ShVi &v, int proc, uint32_t sender, uint32_t seq, int tim
     return "";
 }
 
-bool PrivEp::setup(const std::string &disc, int timeout_ms) {
+st::Opts ep_opts() {
     st::Opts o;
     o.mtu = 4096;
-    if (!open(64 << 10, o)) return false;
+    o.device = vt::device();
+    return o;
+}
+
+bool PrivEp::setup(const std::string &disc, int timeout_ms) {
+    if (!open(64 << 10, ep_opts())) return false;
     for (int i = 0; i < kRecvDescs; ++i) {
         vt::set_desc(desc(i), mem + 4096 + i * kMsgBytes, kMsgBytes, mh);
         if (!post_recv(desc(i))) return false;

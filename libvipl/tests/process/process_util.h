@@ -199,6 +199,10 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
 std::string round_trip(ShVi &v, int proc, uint32_t sender, uint32_t seq, int timeout_ms = 3000,
                        bool sleep = false);
 
+// Options of a private endpoint (st::Ep) of these tests: the device under
+// test (vt::device()), a 4 KiB MTU.
+st::Opts ep_opts();
+
 // A private VI (st::Ep) with receives posted, talking to a server process.
 struct PrivEp : st::Ep {
     static constexpr int kRecvDescs = 16;

@@ -55,7 +55,7 @@ std::string hex(const void *p) {
 
 // In a fresh process with VIPL_LOG_LEVEL=warn, whatever the runner's environment says.
 TEST_CASE("process child: private memory registered as shareable", "[.]") {
-    vt::Nic n("shm0");
+    vt::Nic n(vt::device());
     long page = sysconf(_SC_PAGESIZE);
     VIP_MEM_ATTRIBUTES ma = shareable_attrs(n.ptag);
     VIP_MEM_HANDLE mh;
@@ -121,7 +121,7 @@ TEST_CASE("shareable memory: private memory is refused with a log line",
 
 TEST_CASE("shareable memory: every kind of shared memory is accepted and shared with children",
           "[process][shareable][rules]") {
-    vt::Nic n("shm0");
+    vt::Nic n(vt::device());
     long page = sysconf(_SC_PAGESIZE);
     size_t len = 4 * page;
     VIP_MEM_ATTRIBUTES ma = shareable_attrs(n.ptag);
@@ -172,7 +172,7 @@ TEST_CASE("shareable memory: every kind of shared memory is accepted and shared 
 
 TEST_CASE("shareable VI: its CQs must be shareable, and a private VI's private",
           "[process][shareable][rules]") {
-    vt::Nic n("shm0");
+    vt::Nic n(vt::device());
     VIP_CQ_HANDLE priv = nullptr, shared = nullptr;
     REQUIRE(VipCreateCQ(n.nic, 64, &priv) == VIP_SUCCESS);
     REQUIRE(VipCreateCQEx(n.nic, 64, VIP_CQ_SHAREABLE, &shared) == VIP_SUCCESS);
@@ -209,7 +209,7 @@ TEST_CASE("shareable VI: its CQs must be shareable, and a private VI's private",
 
 TEST_CASE("shareable VI: descriptors and buffers in private regions are refused",
           "[process][shareable][rules]") {
-    vt::Nic n("shm0");
+    vt::Nic n(vt::device());
     vt::Memory priv(n, 1 << 16); // private, registered without Shareable
     void *p = mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     REQUIRE(p != MAP_FAILED);

@@ -2,7 +2,8 @@
 // VipCQWait sleep in the child as in the parent (even after the parent
 // slept on the same VI and CQ before fork), and the wait descriptors the
 // parent got keep working in the child (vipl_ext.h: "inherited and keeps
-// working"), as do the child's own.
+// working"), as do the child's own; and they keep working in the parent
+// after the child dropped its references to the VI and the CQ.
 //
 // Runs in a fresh process with VIPL_SPIN_US=0 so that every wait really sleeps.
 #include "process_util.h"
@@ -200,12 +201,19 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
                 note("VipGetCQWaitFd", "refused");
             else
                 note("the child's own CQ wait fd", fd_wakes(w, own_c, true, 1, 1, 21));
+            // It leaves before it exits: only its references go (the parent's
+            // waits below must not notice).
+            for (VIP_VI_HANDLE vi : {v.vi, w.vi})
+                if (VIP_RETURN rc = VipDestroyVi(vi); rc != VIP_SUCCESS)
+                    note("VipDestroyVi(not the last holder)", VipReturnString(rc));
+            if (VIP_RETURN rc = VipDestroyCQ(w.cq); rc != VIP_SUCCESS)
+                note("VipDestroyCQ(not the last holder)", VipReturnString(rc));
             return n;
         },
         60);
     INFO("child " << vt::status_text(cs) << "\n" << board->all());
     CHECK(cs == 0);
-    // And the parent's waits still work after the child used the VI.
+    // And the parent's waits still work after the child used the VI and left.
     CHECK(sleeps_until_timeout(v.vi, true) == "");
     CHECK(pt::round_trip(v, 0, 0, 2, 3000, true) == "");
     CHECK(cq_round_trip(w, 0, 0, 2) == "");

@@ -168,7 +168,7 @@ bool Ep::check(VIP_RETURN rc, const char *what, VIP_RETURN want) {
 }
 
 bool Ep::open(size_t bytes, const Opts &o) {
-    if (!check(VipOpenNic("shm0", &nic), "VipOpenNic")) return false;
+    if (!check(VipOpenNic(o.device.c_str(), &nic), "VipOpenNic")) return false;
     if (!check(VipQueryNic(nic, &na), "VipQueryNic")) return false;
     if (!check(VipCreatePtag(nic, &ptag), "VipCreatePtag")) return false;
     if (o.send_cq && !check(VipCreateCQ(nic, 8192, &scq), "VipCreateCQ")) return false;

@@ -72,6 +72,7 @@ struct Opts {
     VIP_ULONG mtu = 0; // 0: the NIC's
     bool send_cq = false;
     bool recv_cq = false;
+    std::string device = "shm0"; // the NIC Ep::open opens (tests of the process model: any)
 };
 
 // One VI on its own NIC with one registered region.  Methods return false and
