@@ -1,0 +1,202 @@
+// A socket-like byte stream over one VI (reliable delivery), on libvipl's public API.
+//
+// Data moves only inside the calls of this class (libvipl has no hidden thread): a
+// program that waits on fd() must call read() (or progress()) when it wakes, and data
+// accepted by write() but held back by flow control leaves when the program next calls
+// the stream.
+//
+// Errors: every call reports through a std::error_code& (cleared on success); nothing
+// is thrown.  Conditions (std::errc, generic category):
+//   operation_would_block  non-blocking mode and nothing could be moved
+//   timed_out              the deadline passed first
+//   interrupted            a signal handler ran while the call slept; nothing was lost
+//                          (a handler that runs during the short spin before sleeping,
+//                          StreamOptions::spin_us, does not end the call)
+//   connection_reset       the peer aborted, died or the link broke
+//   broken_pipe            write after shutdown_write(), or after the peer closed fully
+//   not_connected          the stream is empty (moved from, closed or never connected)
+//   connection_refused     nobody listens on the URI (or it refused)
+//   invalid_argument       a bad URI or option
+// Other libvipl failures come as vipl_category() codes (see vipl/error.h).
+//
+// Threads: a Stream is used by one thread at a time (a program that shares one between
+// threads serialises the calls); distinct Streams are independent.  fd() may be polled
+// from any thread.
+// Signals: no call is async-signal-safe.  Blocking calls return interrupted when a
+// handler runs while they sleep, whatever SA_RESTART says.
+// fork(): a child inherits no usable Stream (libvipl gives the child no VI); it must
+// neither use nor destroy the parent's objects (leave with _exit), and may connect anew.
+#pragma once
+
+#include "vipl/uri.h"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <system_error>
+
+namespace vipl {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+// A deadline that never comes.
+inline constexpr Deadline kNever = Deadline::max();
+// A deadline `ms` milliseconds from now.
+inline Deadline deadline_in(std::chrono::milliseconds ms) {
+    return Clock::now() + ms;
+}
+
+struct StreamOptions {
+    // Receive side: this many receive buffers of buffer_size payload bytes each are
+    // posted; the peer may have that many data messages in flight (its credits).  The
+    // connecting side's buffer_size wins: the accepting side adopts it (VIPL requires
+    // equal MaxTransferSize on both VIs); recv_buffers is each side's own.
+    uint32_t recv_buffers = 16;
+    uint32_t buffer_size = 64 * 1024;
+    // Send side: this many registered send buffers (of buffer_size) hold written data
+    // until the peer has it.  Small writes are coalesced into the last buffer not yet sent.
+    uint32_t send_buffers = 16;
+    // Non-blocking mode: read/write return operation_would_block instead of waiting.
+    bool nonblocking = false;
+    // How long the destructor lets close() wait for the peer to take everything written.
+    std::chrono::milliseconds linger{5000};
+    // Microseconds a blocking call polls the VI before it sleeps in the kernel.
+    uint32_t spin_us = 10;
+    // Overrides the VIPL device chosen from the URI ("tcp:eth0", "shm0"...); empty: from URI.
+    std::string device;
+};
+
+// Per-connection counters since the stream was made.
+struct StreamCounters {
+    uint64_t bytes_in = 0;      // payload bytes received (taken off the VI)
+    uint64_t bytes_out = 0;     // payload bytes handed to the VI
+    uint64_t messages_in = 0;   // data messages received
+    uint64_t messages_out = 0;  // data messages sent
+    uint64_t control_in = 0;    // credit / fin / fin-ack messages received
+    uint64_t control_out = 0;   // and sent
+    uint64_t credit_stalls = 0; // a write had data to send and no credit from the peer
+    uint64_t would_block = 0;   // calls that returned operation_would_block
+};
+
+class Listener;
+
+class Stream {
+public:
+    Stream() noexcept;
+    Stream(Stream &&) noexcept;
+    Stream &operator=(Stream &&) noexcept; // closes what *this held (as the destructor)
+    Stream(const Stream &) = delete;
+    Stream &operator=(const Stream &) = delete;
+    // Orderly close bounded by options.linger (see close()).
+    ~Stream();
+
+    // Connects to a Listener bound to `uri` and waits until the connection is made or the
+    // deadline passes.  Errors: connection_refused (nobody listens), timed_out,
+    // interrupted, host_unreachable, invalid_argument (bad options), vipl codes.
+    static Stream connect(const Uri &uri, Deadline deadline, std::error_code &ec,
+                          const StreamOptions &options = {});
+    // The same from text (parse errors: invalid_argument).
+    static Stream connect(std::string_view uri, Deadline deadline, std::error_code &ec,
+                          const StreamOptions &options = {});
+
+    // True while the stream holds a connection (even a broken one, until closed).
+    bool is_open() const noexcept;
+    explicit operator bool() const noexcept { return is_open(); }
+
+    // Reads up to buf.size() bytes; returns how many (at least 1), or 0 at the orderly end
+    // of the stream (the peer shut down writing and everything before was read) or when
+    // buf is empty.  Blocking mode waits until something is readable or the deadline
+    // passes; non-blocking mode returns operation_would_block at once.  After an abort by
+    // the peer, data already received may still be returned, then connection_reset.
+    std::size_t read(std::span<std::byte> buf, std::error_code &ec);
+    std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
+
+    // Writes bytes; returns how many were accepted (copied into registered send buffers,
+    // sent as credits allow).  Blocking mode waits until every byte is accepted; if the
+    // deadline passes or a signal interrupts it after some bytes were accepted, it
+    // returns that count with ec clear (like a socket).  Non-blocking mode accepts what
+    // fits and returns operation_would_block when nothing fits.
+    std::size_t write(std::span<const std::byte> buf, std::error_code &ec);
+    std::size_t write(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
+
+    // Moves data without reading or writing: takes completions, returns credits, sends
+    // data held back by flow control.  Never blocks.
+    void progress(std::error_code &ec);
+
+    // Half-close: no more writes (broken_pipe); once everything written before has been
+    // sent, the peer reads end of stream, and may keep writing to us.  Never blocks.
+    void shutdown_write(std::error_code &ec);
+
+    // Orderly close: stops reading (unread and later data is discarded), sends what was
+    // written, sends the end of stream and waits until the peer has taken all of it, or
+    // the deadline passes (timed_out: data may be lost) or the connection broke (the
+    // error; none if the peer had finished too).  Signals do not end the wait.  The
+    // stream is empty afterwards in every case.
+    std::error_code close(Deadline deadline);
+    // Drops the connection at once; the peer gets connection_reset.  Never blocks long.
+    void abort() noexcept;
+
+    // A file descriptor that poll/select/epoll report readable (POLLIN) when read() would
+    // not block: data, end of stream or an error is there.  Spurious readiness is
+    // possible (a send completion, a credit); a missed wake-up is not, provided the
+    // program calls read() (or progress()) after each wake-up until it would block.
+    // Writability is not reported: a blocked writer waits for credits, which arrive as
+    // readiness of this fd (call write() again then).  The fd belongs to the stream:
+    // never close or read it.  -1 for an empty stream.
+    int fd() const noexcept;
+
+    void set_nonblocking(bool on) noexcept;
+    bool nonblocking() const noexcept;
+
+    StreamCounters counters() const noexcept;
+    // The options in effect (buffer_size as negotiated).
+    const StreamOptions &options() const noexcept;
+
+    struct Impl;
+
+private:
+    friend class Listener;
+    explicit Stream(std::unique_ptr<Impl> impl) noexcept;
+    std::unique_ptr<Impl> impl_;
+};
+
+// A bound endpoint that accepts Streams.
+//
+// Threads: one thread at a time.  Signals: accept() returns interrupted when a handler
+// runs while it sleeps.  fork(): as Stream.
+class Listener {
+public:
+    Listener() noexcept;
+    Listener(Listener &&) noexcept;
+    Listener &operator=(Listener &&) noexcept;
+    Listener(const Listener &) = delete;
+    Listener &operator=(const Listener &) = delete;
+    ~Listener(); // pending connection requests are rejected
+
+    // Opens the provider's device and starts taking connection requests for the URI's
+    // discriminator (requests made from now on are queued until accept()).  `options`
+    // are those of the accepted streams.  Errors: invalid_argument, address_in_use (the
+    // discriminator is served by another process), vipl codes.
+    static Listener bind(const Uri &uri, std::error_code &ec, const StreamOptions &options = {});
+    static Listener bind(std::string_view uri, std::error_code &ec,
+                         const StreamOptions &options = {});
+
+    bool is_open() const noexcept;
+    const Uri &uri() const noexcept;
+
+    // Accepts the next connection request, waiting until the deadline (Deadline{} or any
+    // past deadline polls once: timed_out when nobody waits).  Errors: timed_out,
+    // interrupted, not_connected (empty listener), vipl codes.  A request whose buffer
+    // size this side cannot serve is rejected and accept() goes on waiting.
+    Stream accept(Deadline deadline, std::error_code &ec);
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+} // namespace vipl

@@ -1,0 +1,179 @@
+// Stream: the public handle, and connecting.
+#include "stream_impl.h"
+#include "vipl/error.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+
+namespace vipl {
+
+namespace {
+
+std::error_code not_connected() {
+    return std::make_error_code(std::errc::not_connected);
+}
+
+} // namespace
+
+// VIPL timeouts are milliseconds; a deadline already passed still tries once.
+VIP_ULONG timeout_ms(Deadline deadline) {
+    if (deadline == kNever) return VIP_INFINITE;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return static_cast<VIP_ULONG>(std::clamp<int64_t>(left, 0, 0x7fffffff));
+}
+
+Stream::Stream() noexcept = default;
+Stream::Stream(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+Stream::Stream(Stream &&) noexcept = default;
+
+Stream &Stream::operator=(Stream &&other) noexcept {
+    if (this != &other) {
+        if (impl_) impl_->close(deadline_in(impl_->opt.linger));
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
+}
+
+Stream::~Stream() {
+    if (impl_) impl_->close(deadline_in(impl_->opt.linger));
+}
+
+Stream Stream::connect(std::string_view uri, Deadline deadline, std::error_code &ec,
+                       const StreamOptions &options) {
+    Uri u = Uri::parse(uri, ec);
+    if (ec) return {};
+    return connect(u, deadline, ec, options);
+}
+
+Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
+                       const StreamOptions &options) {
+    if (uri.port == 0 || options.buffer_size == 0 ||
+        options.buffer_size > 0xffffffffu - detail::kHeaderSize) {
+        ec = std::make_error_code(std::errc::invalid_argument);
+        return {};
+    }
+    auto nic =
+        detail::Nic::open(options.device.empty() ? uri.connect_device() : options.device, ec);
+    if (!nic) return {};
+    auto impl = Impl::create(nic, options, options.buffer_size + detail::kHeaderSize, ec);
+    if (!impl) return {};
+    // The client's own discriminator only names it to the server: unique per process.
+    static std::atomic<unsigned> seq{0};
+    std::string mine = "vc" + std::to_string(getpid()) + "-" + std::to_string(seq++);
+    auto local = nic->address("localhost", mine.data(), mine.size(), ec);
+    if (ec) return {};
+    auto disc = uri.discriminator();
+    auto remote = nic->address(uri.ns_name(), disc.data(), disc.size(), ec);
+    if (ec) return {};
+    nic.reset();
+    VIP_VI_ATTRIBUTES ra;
+    VIP_RETURN rc = VipConnectRequest(impl->vi, detail::as_address(local),
+                                      detail::as_address(remote), timeout_ms(deadline), &ra);
+    switch (static_cast<int>(rc)) {
+    case VIP_SUCCESS:
+        impl->start();
+        return Stream(std::move(impl));
+    case VIP_NO_MATCH:
+    case VIP_REJECT:
+        ec = std::make_error_code(std::errc::connection_refused);
+        break;
+    case VIP_TIMEOUT:
+        ec = std::make_error_code(std::errc::timed_out);
+        break;
+    case VIP_INTERRUPTED:
+        ec = std::make_error_code(std::errc::interrupted);
+        break;
+    case VIP_NOT_REACHABLE:
+        ec = std::make_error_code(std::errc::host_unreachable);
+        break;
+    default:
+        ec = make_vip_error(rc);
+    }
+    return {};
+}
+
+bool Stream::is_open() const noexcept {
+    return impl_ && impl_->vi;
+}
+
+std::size_t Stream::read(std::span<std::byte> buf, std::error_code &ec) {
+    return read(buf, kNever, ec);
+}
+
+std::size_t Stream::read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return 0;
+    }
+    return impl_->read(buf, deadline, ec);
+}
+
+std::size_t Stream::write(std::span<const std::byte> buf, std::error_code &ec) {
+    return write(buf, kNever, ec);
+}
+
+std::size_t Stream::write(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return 0;
+    }
+    return impl_->write(buf, deadline, ec);
+}
+
+void Stream::progress(std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return;
+    }
+    ec.clear();
+    impl_->progress();
+    impl_->update_ready();
+}
+
+void Stream::shutdown_write(std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return;
+    }
+    ec.clear();
+    impl_->fin_wanted = true;
+    impl_->progress();
+    impl_->update_ready();
+}
+
+std::error_code Stream::close(Deadline deadline) {
+    if (!impl_) return not_connected();
+    std::error_code ec = impl_->close(deadline);
+    impl_.reset();
+    return ec;
+}
+
+void Stream::abort() noexcept {
+    if (impl_) impl_->teardown();
+    impl_.reset();
+}
+
+int Stream::fd() const noexcept {
+    return impl_ ? impl_->ep_fd : -1;
+}
+
+void Stream::set_nonblocking(bool on) noexcept {
+    if (impl_) impl_->opt.nonblocking = on;
+}
+
+bool Stream::nonblocking() const noexcept {
+    return impl_ && impl_->opt.nonblocking;
+}
+
+StreamCounters Stream::counters() const noexcept {
+    return impl_ ? impl_->stats : StreamCounters{};
+}
+
+const StreamOptions &Stream::options() const noexcept {
+    static const StreamOptions none;
+    return impl_ ? impl_->opt : none;
+}
+
+} // namespace vipl

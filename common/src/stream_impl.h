@@ -1,0 +1,122 @@
+// The state of one stream: its VI, registered buffers, credits and queues.
+//
+// Memory (one registered mapping): descriptors (receive, data send, control send), then
+// the receive buffers (mtu bytes each), the data send buffers (mtu) and the control send
+// buffers (64 bytes).  Receive descriptors are posted FIFO and any message may land in
+// any of them, so every receive buffer holds a whole message.
+//
+// Flow control: the peer may have at most `recv_data` data messages unreturned (its
+// credits, granted by a first credit message).  Control messages need no credit: a
+// credit message is sent only when at least `batch` (= ceil(recv_data / 4)) credits are
+// owed, so at most 4 are ever unprocessed at the peer, plus one fin and one fin-ack:
+// kCtlSlots extra receive buffers cover them, and the peer never finds no receive posted.
+#pragma once
+
+#include "frame.h"
+#include "nic.h"
+#include "vipl/stream.h"
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <system_error>
+#include <vector>
+
+namespace vipl {
+
+// A deadline as a VIPL timeout in milliseconds (VIP_INFINITE for kNever, 0 when past).
+VIP_ULONG timeout_ms(Deadline deadline);
+
+struct Stream::Impl {
+    static constexpr uint32_t kCtlSlots = 8;
+    static constexpr uint32_t kCtlBufSize = 64;
+
+    // Allocates and registers memory, creates the VI with `mtu` and posts every receive.
+    static std::unique_ptr<Impl> create(std::shared_ptr<detail::Nic> nic,
+                                        const StreamOptions &options, uint32_t mtu,
+                                        std::error_code &ec);
+    ~Impl();
+
+    // Called once the VI is connected: grants the peer its credits.
+    void start();
+
+    // Takes every completion, then posts what flow control allows.  Never blocks.
+    void progress();
+    // Makes progress until done() holds (the predicate must also accept `broken`):
+    // polls the VI for spin_us, then sleeps on its wait fd.  Errors: would_block (at once
+    // in non-blocking mode), timed_out, interrupted.
+    std::error_code wait_until(const std::function<bool()> &done, Deadline deadline);
+    // Sets or clears the readiness eventfd behind fd() to match the state.
+    void update_ready();
+
+    std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
+    std::size_t write(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
+    std::error_code close(Deadline deadline);
+    // Disconnects, takes every descriptor back, destroys the VI, frees the memory.
+    void teardown() noexcept;
+
+    // --- internals
+    void on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc);
+    void on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc);
+    void repost(uint32_t slot);
+    void consume_front();
+    void post_pending();
+    void post_control();
+    bool send_control(detail::Kind kind);
+    void set_broken(std::error_code why);
+    uint8_t *rbuf(uint32_t i) const { return rbuf_ + i * stride; }
+    uint8_t *sbuf(uint32_t i) const { return sbuf_ + i * stride; }
+    uint8_t *cbuf(uint32_t i) const { return cbuf_ + static_cast<size_t>(i) * kCtlBufSize; }
+
+    std::shared_ptr<detail::Nic> nic;
+    StreamOptions opt;
+    uint32_t mtu = 0;     // header + payload, the VI's MaxTransferSize
+    uint32_t payload = 0; // mtu - header
+    uint32_t nrecv = 0;   // receive buffers: recv_data + kCtlSlots
+    uint32_t recv_data = 0;
+    uint32_t nsend = 0; // data send buffers
+    uint32_t batch = 1;
+    size_t stride = 0; // bytes between two message buffers (mtu rounded up to 64)
+
+    uint8_t *mem = nullptr;
+    size_t mem_size = 0;
+    VIP_MEM_HANDLE mh = 0;
+    bool registered = false;
+    VIP_DESCRIPTOR *rdesc = nullptr; // nrecv
+    VIP_DESCRIPTOR *sdesc = nullptr; // nsend data, then kCtlSlots control
+    uint8_t *rbuf_ = nullptr;
+    uint8_t *sbuf_ = nullptr;
+    uint8_t *cbuf_ = nullptr;
+
+    VIP_VI_HANDLE vi = nullptr;
+    int vi_fd = -1;
+    int ep_fd = -1; // fd(): epoll of {vi_fd, ev_fd}
+    int ev_fd = -1; // readable while data, end of stream or an error waits in the stream
+    bool ev_set = false;
+
+    // Receive side.
+    struct Msg {
+        uint32_t slot, off, end;
+    };
+    std::deque<Msg> rq; // data taken off the VI, not yet read
+    uint32_t owed = 0;  // credits to return to the peer
+    bool fin_rx = false;
+    bool fin_ack_rx = false;
+    bool need_fin_ack = false;
+    bool discarding = false; // closing: data is dropped as it arrives
+
+    // Send side.
+    uint32_t credits = 0;                              // data messages we may send
+    std::vector<uint32_t> free_slots;                  // data send buffers
+    std::vector<uint32_t> free_ctl;                    // control send buffers
+    std::deque<std::pair<uint32_t, uint32_t>> pending; // {slot, payload bytes}, not posted
+    bool fin_wanted = false;
+    bool fin_tx = false;
+
+    bool connected = false; // start() ran
+    bool broken = false;
+    std::error_code error; // why the connection broke
+    StreamCounters stats;
+};
+
+} // namespace vipl

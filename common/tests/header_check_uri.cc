@@ -1,0 +1,1 @@
+#include "vipl/uri.h"

@@ -1,0 +1,97 @@
+#include "helpers.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace ct {
+
+const std::vector<std::string> &providers() {
+    static const std::vector<std::string> p{"vipl+shm://127.0.0.1", "vipl+tcp://127.0.0.1"};
+    return p;
+}
+
+vipl::Listener bind_free(const std::string &base, const vipl::StreamOptions &o) {
+    // Ports from a per-process range, so concurrent test runs rarely meet.
+    static std::atomic<unsigned> next{0};
+    for (int tries = 0; tries < 200; ++tries) {
+        unsigned port = 20000 + (getpid() * 131u + next++ * 7u) % 40000u;
+        std::error_code ec;
+        auto l = vipl::Listener::bind(base + ":" + std::to_string(port), ec, o);
+        if (!ec) return l;
+    }
+    FAIL("no free port");
+    return {};
+}
+
+Pair connect_pair(const std::string &base, const vipl::StreamOptions &o) {
+    auto l = bind_free(base, o);
+    Pair p;
+    std::error_code aec;
+    std::thread t([&] { p.server = l.accept(vipl::deadline_in(std::chrono::seconds(10)), aec); });
+    std::error_code cec;
+    p.client = vipl::Stream::connect(l.uri(), vipl::deadline_in(std::chrono::seconds(10)), cec, o);
+    t.join();
+    REQUIRE(!cec);
+    REQUIRE(!aec);
+    return p;
+}
+
+Pair::~Pair() {
+    std::thread t([&] { server.close(vipl::deadline_in(std::chrono::seconds(5))); });
+    client.close(vipl::deadline_in(std::chrono::seconds(5)));
+    t.join();
+}
+
+int spawn(const std::function<int()> &fn) {
+    int pid = fork();
+    if (pid == 0) {
+        int rc = 97;
+        try {
+            rc = fn();
+        } catch (...) {
+            rc = 98;
+        }
+        _exit(rc);
+    }
+    return pid;
+}
+
+int wait_child(int pid, int timeout_s) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    int status = 0;
+    while (std::chrono::steady_clock::now() < end) {
+        int r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
+}
+
+void fill(std::byte *p, size_t n, uint64_t offset, uint32_t seed) {
+    for (size_t i = 0; i < n; ++i) p[i] = std::byte{pattern(offset + i, seed)};
+}
+
+int64_t check(const std::byte *p, size_t n, uint64_t offset, uint32_t seed) {
+    for (size_t i = 0; i < n; ++i)
+        if (p[i] != std::byte{pattern(offset + i, seed)}) return static_cast<int64_t>(offset + i);
+    return -1;
+}
+
+bool write_all(vipl::Stream &s, const std::byte *p, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        std::error_code ec;
+        done += s.write({p + done, n - done}, ec);
+        if (ec && ec != std::errc::interrupted) return false;
+    }
+    return true;
+}
+
+} // namespace ct

@@ -1,0 +1,49 @@
+// Test helpers: providers, free ports, connected pairs, child processes, patterns.
+#pragma once
+
+#include "vipl/stream.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace ct {
+
+// Every stream test runs on both providers: "vipl+shm://127.0.0.1" and "vipl+tcp://127.0.0.1".
+const std::vector<std::string> &providers();
+#define CT_PROVIDER() GENERATE(from_range(::ct::providers()))
+
+// Binds a listener on `base` (scheme://host) at a port free for this process.
+vipl::Listener bind_free(const std::string &base, const vipl::StreamOptions &o = {});
+
+// Two connected streams in this process (the accept runs on a thread).  Destroying the
+// pair closes both ends at once (on two threads): an orderly close waits for the peer.
+struct Pair {
+    vipl::Stream client, server;
+    Pair() = default;
+    Pair(Pair &&) = default;
+    ~Pair();
+};
+Pair connect_pair(const std::string &base, const vipl::StreamOptions &o = {});
+
+// Forks a child running fn (which must use only its own VIPL objects); the child leaves
+// with _exit(fn()).  wait_child bounds the wait and kills the child after timeout_s.
+int spawn(const std::function<int()> &fn);
+int wait_child(int pid, int timeout_s = 30); // exit code, 128+signal, or -1 on timeout
+
+// The byte at stream offset `i` of pattern `seed`.
+inline uint8_t pattern(uint64_t i, uint32_t seed) {
+    uint64_t x = (i + seed) * 0x9E3779B97F4A7C15ull;
+    return static_cast<uint8_t>(x >> 56);
+}
+void fill(std::byte *p, size_t n, uint64_t offset, uint32_t seed);
+// Offset of the first mismatch, or -1.
+int64_t check(const std::byte *p, size_t n, uint64_t offset, uint32_t seed);
+
+// Writes all of buf (blocking); false on error.
+bool write_all(vipl::Stream &s, const std::byte *p, size_t n);
+
+} // namespace ct
