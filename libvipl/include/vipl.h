@@ -15,11 +15,19 @@
  *    hand each completed descriptor to exactly one caller.
  *  - Signals: every function is async-signal-UNSAFE.  Do not call VIPL from
  *    a signal handler.  A call made from a handler that interrupted a VIPL
- *    call on the same thread returns VIP_ERROR_REENTERED at once (see
- *    <vipl_ext.h>) instead of deadlocking.  Blocking calls return
- *    VIP_INTERRUPTED when a signal handler runs while they sleep, whatever
- *    SA_RESTART says; no completion is lost by that.  The library installs
- *    no signal handler and never blocks a signal.
+ *    call on the same thread returns VIP_ERROR_REENTERED at once and does
+ *    nothing (see <vipl_ext.h>) instead of deadlocking.  The blocking calls
+ *    (VipSendWait, VipRecvWait, VipCQWait, VipConnectWait, VipConnectRequest,
+ *    VipConnectPeerWait) return VIP_INTERRUPTED when a signal handler ran
+ *    while they slept, whatever SA_RESTART says, even if what they waited
+ *    for came meanwhile: they then take nothing, and the next call returns
+ *    it (nothing completed is lost).  A handler that runs during the short
+ *    spin before sleeping does not end a call.  VipConnectAccept is not
+ *    interrupted: it waits (at most CONNECT_ACK_MS) for the client to finish
+ *    the handshake, so that both sides agree on the connection.  The tcp
+ *    provider's name service asks the system resolver, which handlers do
+ *    not interrupt.  The library installs no signal handler and blocks no
+ *    signal in the program's threads.
  *  - fork(): a child inherits no VIPL resource.  Handles created by the
  *    parent are invalid in the child (VIP_INVALID_PARAMETER).  After exec()
  *    nothing of VIPL survives (every descriptor is close-on-exec).
@@ -414,7 +422,9 @@ VIP_RETURN VipConnectWait(IN VIP_NIC_HANDLE NicHandle, IN VIP_NET_ADDRESS *Local
  * mismatch the request stays pending (accept with another VI or reject it).
  * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_INVALID_STATE,
  * VIP_INVALID_RELIABILITY_LEVEL, VIP_INVALID_MTU, VIP_INVALID_RDMAREAD,
- * VIP_TIMEOUT (the client gave up), VIP_ERROR_RESOURCE.
+ * VIP_TIMEOUT (the client gave up), VIP_ERROR_RESOURCE.  Waits up to
+ * CONNECT_ACK_MS for the client's acknowledgement; signal handlers do not
+ * end that wait.
  */
 VIP_RETURN VipConnectAccept(IN VIP_CONN_HANDLE ConnHandle, IN VIP_VI_HANDLE ViHandle);
 
@@ -426,7 +436,8 @@ VIP_RETURN VipConnectReject(IN VIP_CONN_HANDLE ConnHandle);
  * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_INVALID_STATE, VIP_TIMEOUT,
  * VIP_REJECT, VIP_NO_MATCH (nobody waits on the discriminator),
  * VIP_NOT_REACHABLE (the host is not reachable through this NIC),
- * VIP_INTERRUPTED, VIP_ERROR_RESOURCE.
+ * VIP_INTERRUPTED (the request is abandoned and the VI stays Idle; the
+ * server's VipConnectAccept of it returns VIP_TIMEOUT), VIP_ERROR_RESOURCE.
  */
 VIP_RETURN VipConnectRequest(IN VIP_VI_HANDLE ViHandle, IN VIP_NET_ADDRESS *LocalAddr,
                              IN VIP_NET_ADDRESS *RemoteAddr, IN VIP_ULONG Timeout,
@@ -458,7 +469,10 @@ VIP_RETURN VipConnectPeerRequest(IN VIP_VI_HANDLE ViHandle, IN VIP_NET_ADDRESS *
  */
 VIP_RETURN VipConnectPeerDone(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_ATTRIBUTES *RemoteViAttribs);
 
-/* Blocks until VipConnectPeerDone would not return VIP_NOT_DONE; may return VIP_INTERRUPTED. */
+/*
+ * Blocks until VipConnectPeerDone would not return VIP_NOT_DONE; may return
+ * VIP_INTERRUPTED (the VI stays Pending: call again).
+ */
 VIP_RETURN VipConnectPeerWait(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_ATTRIBUTES *RemoteViAttribs);
 
 /* ============================================================= data path */

@@ -17,10 +17,13 @@ extern "C" {
 
 /*
  * A blocking call (SendWait, RecvWait, CQWait, ConnectWait, ConnectRequest,
- * ConnectPeerWait) slept and a signal handler ran.  The call gave up;
- * anything that completed meanwhile is returned by the next Done or Wait.  A
- * handler that runs during the short spin that precedes sleeping
- * (VIPL_SPIN_US) does not end the call.
+ * ConnectPeerWait) slept and a signal handler ran meanwhile.  The call gave
+ * up and took nothing, even if what it waited for came during the handler:
+ * a descriptor or CQ entry that completed is returned by the next Done or
+ * Wait, a connection request by the next ConnectWait; an interrupted
+ * ConnectRequest leaves its VI Idle, an interrupted ConnectPeerWait leaves
+ * it Pending.  A handler that runs during the short spin that precedes
+ * sleeping (VIPL_SPIN_US) does not end the call.
  */
 #define VIP_INTERRUPTED ((VIP_RETURN)17)
 
@@ -70,11 +73,17 @@ extern "C" {
  * handlers and blocks every signal for itself only.
  *
  * Signals.  VIPL functions are async-signal-unsafe.  A blocking call
- * returns VIP_INTERRUPTED when a signal handler ran while it slept; a VIPL
- * call made from a handler that interrupted a VIPL call on the same thread
- * returns VIP_ERROR_REENTERED at once.  The library installs no handler,
- * blocks no signal in the program's threads and sends none (SIGURG, SIGUSR1,
- * SIGUSR2, SIGPWR are the program's).
+ * returns VIP_INTERRUPTED when a signal handler ran while it slept (in its
+ * wait, or in a short wait of its own such as tcp's for the rest of a frame),
+ * with or without SA_RESTART, and takes nothing then: what completed
+ * meanwhile goes to the next call.  VipConnectAccept is not interrupted (it
+ * finishes the handshake, so both sides agree), nor is the tcp name service
+ * (the system resolver).  Every VIPL function returning VIP_RETURN, these
+ * extensions included, returns VIP_ERROR_REENTERED at once and does nothing
+ * when called from a handler that interrupted a VIPL call on the same
+ * thread.  The library installs no handler, blocks no signal in the
+ * program's threads and sends none (SIGURG, SIGUSR1, SIGUSR2, SIGPWR are the
+ * program's).
  */
 
 /* VipCreateCQEx flags. */
@@ -155,7 +164,8 @@ typedef struct {
 
 /*
  * Number of providers built in, and each one's description (Index from 0).
- * No state: safe in a child and under threads; not in a signal handler.
+ * No state: safe in a child and under threads; not in a signal handler
+ * (VipProviderInfo: VIP_ERROR_REENTERED inside another call).
  */
 VIP_ULONG VipProviderCount(void);
 VIP_RETURN VipProviderInfo(IN VIP_ULONG Index, OUT VIP_PROVIDER_INFO *Info);
@@ -171,7 +181,8 @@ typedef struct {
  * Configuration keys, read once from VIPL_* environment variables when the
  * library is first used.  The strings live as long as the process.  A fork
  * child keeps its parent's configuration (change the environment before
- * exec, not after fork).  Threads: any.  Signal handler: not allowed.
+ * exec, not after fork).  Threads: any.  Signal handler: not allowed
+ * (VipConfigInfo: VIP_ERROR_REENTERED inside another call).
  */
 VIP_ULONG VipConfigCount(void);
 VIP_RETURN VipConfigInfo(IN VIP_ULONG Index, OUT VIP_CONFIG_INFO *Info);

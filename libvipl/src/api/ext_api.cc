@@ -101,12 +101,14 @@ VIP_ULONG VipProviderCount(void) {
 }
 
 VIP_RETURN VipProviderInfo(VIP_ULONG Index, VIP_PROVIDER_INFO *Info) {
-    if (!Info || Index >= provider_count()) return VIP_INVALID_PARAMETER;
-    const ProviderOps *p = provider_at(Index);
-    Info->Name = p->name;
-    Info->Devices = p->devices();
-    Info->Summary = p->summary;
-    return VIP_SUCCESS;
+    return api_call([&] {
+        if (!Info || Index >= provider_count()) return VIP_INVALID_PARAMETER;
+        const ProviderOps *p = provider_at(Index);
+        Info->Name = p->name;
+        Info->Devices = p->devices();
+        Info->Summary = p->summary;
+        return VIP_SUCCESS;
+    });
 }
 
 VIP_ULONG VipConfigCount(void) {
@@ -114,13 +116,17 @@ VIP_ULONG VipConfigCount(void) {
 }
 
 VIP_RETURN VipConfigInfo(VIP_ULONG Index, VIP_CONFIG_INFO *Info) {
-    if (!Info || Index >= config_key_count()) return VIP_INVALID_PARAMETER;
-    const ConfigKey &k = config_key(Index);
-    Info->Name = k.name;
-    Info->DefaultValue = k.default_value;
-    Info->Value = config_value_text(Index);
-    Info->Help = k.help;
-    return VIP_SUCCESS;
+    // The configuration is loaded once under std::call_once: a handler that
+    // interrupted that load and read it again would deadlock.
+    return api_call([&] {
+        if (!Info || Index >= config_key_count()) return VIP_INVALID_PARAMETER;
+        const ConfigKey &k = config_key(Index);
+        Info->Name = k.name;
+        Info->DefaultValue = k.default_value;
+        Info->Value = config_value_text(Index);
+        Info->Help = k.help;
+        return VIP_SUCCESS;
+    });
 }
 
 } // extern "C"

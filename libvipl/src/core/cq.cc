@@ -43,13 +43,20 @@ VIP_RETURN cq_create(Nic *nic, uint32_t entries, bool shareable, Cq **out) {
 }
 
 void cq_destroy(Cq *cq) {
+    {
+        // Under the lock: a waiter that woke as the CQ went away (VipCloseNic
+        // on another thread) may still look at it, and must find it empty.
+        std::lock_guard<Mutex> g(cq->lock);
+        if (cq->ring) object_free(cq->ring, sizeof(CqEntry) * cq->ring_cap, cq->shareable);
+        if (cq->members) object_free(cq->members, sizeof(Vi *) * cq->members_cap, cq->shareable);
+        cq->ring = nullptr;
+        cq->members = nullptr;
+        cq->ring_cap = cq->members_cap = cq->nmembers = 0;
+        cq->head = cq->tail = 0;
+    }
     if (cq->efd >= 0) fd_close(cq->efd);
     if (cq->epfd >= 0) fd_close(cq->epfd);
     cq->efd = cq->epfd = -1;
-    if (cq->ring) object_free(cq->ring, sizeof(CqEntry) * cq->ring_cap, cq->shareable);
-    if (cq->members) object_free(cq->members, sizeof(Vi *) * cq->members_cap, cq->shareable);
-    cq->ring = nullptr;
-    cq->members = nullptr;
     cqs().release(cq, true);
 }
 
@@ -88,7 +95,7 @@ bool cq_pop(Cq *cq, CqEntry *out) {
     bool backlog;
     {
         std::lock_guard<Mutex> g(cq->lock);
-        if (cq->head == cq->tail) return false;
+        if (cq->head == cq->tail || !cq->ring) return false;
         *out = cq->ring[cq->head % cq->ring_cap];
         ++cq->head;
         backlog = cq->backlog;
@@ -157,8 +164,10 @@ void cq_attach(Cq *cq, Vi *vi) {
         cq->members_cap = cap;
     }
     cq->members[cq->nmembers++] = vi;
+    // Edge-triggered: the CQ side never drains a member's doorbell, whose
+    // count may be a wake-up for a sleeper on the VI itself (wait.cc).
     epoll_event ev{};
-    ev.events = EPOLLIN;
+    ev.events = EPOLLIN | EPOLLET;
     ev.data.u64 = reinterpret_cast<uint64_t>(vis().handle_of(vi));
     epoll_ctl(cq->epfd, EPOLL_CTL_ADD, vi->efd, &ev);
 }

@@ -15,6 +15,24 @@
 
 namespace vipl {
 
+namespace {
+// A provider's sleep in this thread's current wait was ended by a signal
+// handler (note_interrupted).  Cleared when a wait starts.
+thread_local bool t_interrupted __attribute__((tls_model("initial-exec"))) = false;
+} // namespace
+
+void note_interrupted() {
+    t_interrupted = true;
+}
+
+// In a wait: true, and *rc = VIP_INTERRUPTED, once a provider's sleep in it
+// was interrupted; the wait then takes nothing (it stays queued for the next call).
+static bool interrupted(VIP_RETURN *rc) {
+    if (!t_interrupted) return false;
+    *rc = VIP_INTERRUPTED;
+    return true;
+}
+
 PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline) {
     for (;;) {
         timespec ts;
@@ -99,8 +117,17 @@ void vi_arm(Vi *vi, unsigned what) {
     if (vi->prov) vi->nic->ops->vi->arm(vi, what);
 }
 
+// Whether q's CQ counts on its members being armed: a CQ waiter armed them
+// (the last VI sleeper leaving must not withdraw that), or a program polls its fd.
+static bool cq_needs_arming(const WorkQueue &q) {
+    return q.cq && (q.cq->sleepers.load(std::memory_order_seq_cst) > 0 ||
+                    q.cq->fd_mode.load(std::memory_order_relaxed));
+}
+
 void vi_disarm(Vi *vi) {
-    if (vi->prov && !vi->sq.notify && !vi->rq.notify) vi->nic->ops->vi->disarm(vi);
+    if (vi->prov && !vi->sq.notify && !vi->rq.notify && !cq_needs_arming(vi->sq) &&
+        !cq_needs_arming(vi->rq))
+        vi->nic->ops->vi->disarm(vi);
 }
 
 void vi_rearm(Vi *vi) {
@@ -131,14 +158,16 @@ static void rearm_for_fd(Vi *vi) {
     }
 }
 
-// Done's work with the lock held: true and *rc when something was taken.
-static bool done_locked(Vi *vi, WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
+// Done's work with the lock held: true and *rc when something was taken,
+// or (in a wait) when a provider's sleep was interrupted.
+static bool done_locked(Vi *vi, WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc,
+                        bool wait = false) {
     if (take(q, out, rc)) return true;
     vi_progress(vi);
-    if (take(q, out, rc)) return true;
+    if ((wait && interrupted(rc)) || take(q, out, rc)) return true;
     if (vi->fd_mode.load(std::memory_order_relaxed)) {
         rearm_for_fd(vi);
-        if (take(q, out, rc)) return true;
+        if ((wait && interrupted(rc)) || take(q, out, rc)) return true;
     }
     if (vi->prov) vi->nic->ops->vi->idle(vi);
     return false;
@@ -187,13 +216,14 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
     WorkQueue &q = recv ? vi->rq : vi->sq;
     VIP_RETURN rc;
     bool level;
+    t_interrupted = false;
     {
         ViGuard g(vi);
         if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
         // Level-triggered readiness: what is already there makes the first
         // poll return at once, so no progress (a system call) is needed before it.
         level = !(vi->nic->ops->vi->wait_caps & kCapEdge);
-        if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc)) return rc;
+        if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc, true)) return rc;
     }
 
     bool peer_cpu_known;
@@ -212,6 +242,10 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                 }
                 if (q.head != q.visible || (vi->prov && ops->pending(vi))) {
                     if (q.head == q.visible) vi_progress(vi);
+                    if (interrupted(&rc)) {
+                        vi->lock.unlock();
+                        return rc;
+                    }
                     got = take(q, out, &rc);
                 }
                 if (got) {
@@ -257,7 +291,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             // wake-up) suffices.
             if (!level) vi_progress(vi);
             if (vi->prov) vi->nic->ops->vi->idle(vi);
-            if (take(q, out, &rc)) {
+            if (interrupted(&rc) || take(q, out, &rc)) {
                 if (vi->sleepers.fetch_sub(1) == 1) vi_disarm(vi);
                 return rc;
             }
@@ -266,8 +300,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                 fds[n++] = pollfd{vi->efd, POLLIN, 0};
                 if (vi->prov) n += vi->nic->ops->vi->sleep_fds(vi, fds + n, 4);
             }
+            ++vi->counters.Sleeps; // under the lock: VipQueryViCounters reads it
         }
-        ++vi->counters.Sleeps;
         bool doorbell = false, transport_event = false;
         PollResult pr;
         if (lone) {
@@ -292,10 +326,12 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                     vi_drain(vi);
             }
             if (transport_event && vi->prov) vi->nic->ops->vi->check_peer(vi);
+            // Interrupted or not, what arrived meanwhile is queued here ...
             vi_progress(vi);
-            if (take(q, out, &rc)) return rc;
+            // ... but a handler's run ends the call: the next one takes it.
+            if (pr == PollResult::interrupted) return VIP_INTERRUPTED;
+            if (interrupted(&rc) || take(q, out, &rc)) return rc;
         }
-        if (pr == PollResult::interrupted) return VIP_INTERRUPTED;
         if (pr == PollResult::timeout || (deadline != kNoDeadline && now_ns() >= deadline))
             return VIP_TIMEOUT;
         if (pr == PollResult::error) return VIP_ERROR_RESOURCE;
@@ -309,13 +345,17 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
 // went away meanwhile is recognised under its own lock.
 static thread_local std::vector<Vi *> t_members;
 
+// A member's doorbell (vi->efd) is in the CQ's set edge-triggered and the
+// CQ side never drains it: a count there may be a wake-up meant for a
+// sleeper on the VI itself (a lone one waits for its edge), which a drain
+// here would take away.  Arming is enough.
 static void progress_members(Cq *cq, bool arm) {
     std::vector<Vi *> &members = t_members;
     cq_members(cq, members);
     for (Vi *vi : members) {
         ViGuard g(vi);
         if (!vis().alive(vi) || !vi->usable_here()) continue;
-        if (arm) vi_rearm(vi);
+        if (arm) vi_arm(vi);
         vi_progress(vi);
         if (arm && vi->prov) vi->nic->ops->vi->idle(vi);
     }
@@ -345,6 +385,8 @@ void cq_arm_members(Cq *cq) {
 
 void cq_rearm_for_fd(Cq *cq) {
     cq_drain(cq);
+    // Members' doorbell edges already reported would keep the fd readable.
+    cq_handle_wakeups(cq);
     progress_members(cq, true);
     bool nonempty;
     {
@@ -354,14 +396,22 @@ void cq_rearm_for_fd(Cq *cq) {
     if (nonempty) cq_wake(cq);
 }
 
-VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
+// CQDone's work; in a wait, VIP_INTERRUPTED once a provider's sleep was interrupted.
+static VIP_RETURN cq_look(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv,
+                          bool wait) {
     if (!cqs().still(cq, handle)) return VIP_INVALID_PARAMETER;
     if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
     progress_members(cq, false);
+    VIP_RETURN rc;
+    if (wait && interrupted(&rc)) return rc;
     if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
     if (cq->fd_mode.load(std::memory_order_relaxed)) cq_rearm_for_fd(cq);
     idle_members(cq);
     return VIP_NOT_DONE;
+}
+
+VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
+    return cq_look(cq, handle, vi, recv, false);
 }
 
 static bool members_pending(Cq *cq) {
@@ -380,7 +430,9 @@ static bool members_pending(Cq *cq) {
     return false;
 }
 
-// Drains whatever woke us: the CQ's own doorbell and those of its members.
+// Takes what woke us: the CQ's own doorbell (drained) and its members'
+// events (edges, reported once: their doorbells are left alone), whose VIs
+// progress.
 void cq_handle_wakeups(Cq *cq) {
     epoll_event evs[64];
     int n = epoll_wait(cq->epfd, evs, 64, 0);
@@ -393,7 +445,6 @@ void cq_handle_wakeups(Cq *cq) {
         if (!vi) continue;
         ViGuard g(vi);
         if (!vis().alive(vi)) continue;
-        vi_drain(vi);
         if (vi->prov) vi->nic->ops->vi->check_peer(vi);
         vi_progress(vi);
     }
@@ -401,7 +452,8 @@ void cq_handle_wakeups(Cq *cq) {
 
 VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE *vi,
                    VIP_BOOLEAN *recv) {
-    VIP_RETURN rc = cq_done(cq, handle, vi, recv);
+    t_interrupted = false;
+    VIP_RETURN rc = cq_look(cq, handle, vi, recv, true);
     if (rc != VIP_NOT_DONE) return rc;
 
     uint64_t budget = static_cast<uint64_t>(config().spin_us) * 1000;
@@ -410,7 +462,7 @@ VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE 
         if (deadline < end) end = deadline;
         for (unsigned i = 0;; ++i) {
             if (members_pending(cq)) {
-                rc = cq_done(cq, handle, vi, recv);
+                rc = cq_look(cq, handle, vi, recv, true);
                 if (rc != VIP_NOT_DONE) return rc;
             }
             cpu_relax();
@@ -421,6 +473,10 @@ VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE 
     for (;;) {
         cq->sleepers.fetch_add(1, std::memory_order_seq_cst);
         progress_members(cq, true);
+        if (interrupted(&rc)) {
+            cq->sleepers.fetch_sub(1);
+            return rc;
+        }
         if (cq_take(cq, vi, recv)) {
             cq->sleepers.fetch_sub(1);
             return VIP_SUCCESS;
@@ -429,9 +485,11 @@ VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE 
         PollResult pr = poll_until(&fd, 1, deadline);
         cq->sleepers.fetch_sub(1, std::memory_order_seq_cst);
         if (!cqs().still(cq, handle)) return VIP_INVALID_PARAMETER;
+        // Interrupted or not, what arrived meanwhile reaches the CQ here ...
         cq_handle_wakeups(cq);
+        // ... but a handler's run ends the call: the next one takes it.
+        if (pr == PollResult::interrupted || interrupted(&rc)) return VIP_INTERRUPTED;
         if (cq_take(cq, vi, recv)) return VIP_SUCCESS;
-        if (pr == PollResult::interrupted) return VIP_INTERRUPTED;
         if (pr == PollResult::timeout || (deadline != kNoDeadline && now_ns() >= deadline))
             return VIP_TIMEOUT;
         if (pr == PollResult::error) return VIP_ERROR_RESOURCE;

@@ -16,6 +16,12 @@ PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline);
 // The same with epoll_wait on ep; *got events are in evs.
 PollResult epoll_until(int ep, struct epoll_event *evs, int max, uint64_t deadline, int *got);
 
+// A provider's own short sleep inside progress (tcp waits briefly for the
+// rest of a frame) that a signal handler ended reports it here: the Wait or
+// CQWait making the call then returns VIP_INTERRUPTED instead of taking a
+// descriptor (a Done ignores it).  Per thread; each wait starts clear.
+void note_interrupted();
+
 // Adds (or removes) a VI's transport descriptors to the epoll set ep with
 // the events the provider asks for, plus `extra` (EPOLLET...), tagged data.
 void watch_transport(int ep, Vi *vi, uint64_t data, bool add, uint32_t extra = 0);

@@ -147,6 +147,13 @@ struct ShmNic {
     struct Listener {
         std::string disc;
         int fd;
+        // Connections accepted whose request had not all come when the wait
+        // that accepted them ended: the next wait goes on with them.
+        struct Early {
+            int sock;
+            uint64_t deadline; // for the request to come
+        };
+        std::vector<Early> early{};
     };
     std::vector<Listener> listeners;
 };

@@ -67,11 +67,12 @@ struct PendingConn {
 struct P2p {
     bool acceptor = false;
     int lfd = -1;
-    int sock = -1;
+    int sock = -1; // connector: the connection; acceptor: one whose request is coming
     bool sent = false;
     uint64_t deadline = 0;
-    uint64_t next_try = 0;
-    Hello hello{}; // what this side sends (connector) / expects (acceptor)
+    uint64_t next_try = 0;      // connector: when to connect again
+    uint64_t sock_deadline = 0; // acceptor: for the request on sock to come
+    Hello hello{};              // what this side sends (connector) / expects (acceptor)
 };
 
 namespace {
@@ -133,12 +134,11 @@ bool send_msg(int sock, const void *msg, size_t len, const int *fds, int nfds) {
 }
 
 // no_room: the message came, but not all its descriptors (this process is
-// at its descriptor limit).
-enum class Recv { ok, eof, timeout, interrupted, error, no_room };
+// at its descriptor limit).  again: nothing yet (try_recv_msg).
+enum class Recv { ok, eof, timeout, interrupted, error, no_room, again };
 
-// Receives one message (and up to max_fds descriptors, close-on-exec) by the deadline.
-Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
-              uint64_t deadline) {
+// Receives one message (and up to max_fds descriptors, close-on-exec) if it is there.
+Recv try_recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds) {
     *nfds = 0;
     for (;;) {
         iovec iov{msg, len};
@@ -166,7 +166,21 @@ Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
             if (mh.msg_flags & MSG_CTRUNC) return Recv::no_room;
             return Recv::ok;
         }
-        if (errno != EAGAIN && errno != EINTR) return Recv::error;
+        if (errno == EINTR) continue;
+        return errno == EAGAIN ? Recv::again : Recv::error;
+    }
+}
+
+// The same, waiting until the deadline.  An interruptible wait ends when a
+// signal handler runs; the others go on (the last step of a handshake, which
+// both sides must see end the same way).
+Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds, uint64_t deadline,
+              bool interruptible) {
+    for (;;) {
+        int saved = errno;
+        Recv r = try_recv_msg(sock, msg, len, fds, max_fds, nfds);
+        errno = saved;
+        if (r != Recv::again) return r;
         pollfd p{sock, POLLIN, 0};
         switch (poll_until(&p, 1, deadline)) {
         case PollResult::ready:
@@ -174,6 +188,7 @@ Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
         case PollResult::timeout:
             return Recv::timeout;
         case PollResult::interrupted:
+            if (!interruptible) break;
             return Recv::interrupted;
         case PollResult::error:
             return Recv::error;
@@ -271,8 +286,9 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     Ack ack{};
     int got[2] = {-1, -1};
     int ngot = 0;
+    // Not interruptible: the requester may have connected already.
     Recv r = sent ? recv_msg(sock, &ack, sizeof ack, got, 2, &ngot,
-                             now_ns() + cfg.connect_ack_ms * 1000000ull)
+                             now_ns() + cfg.connect_ack_ms * 1000000ull, false)
                   : Recv::error;
     if (r == Recv::no_room) {
         VIPL_ERROR("connection from pid %d: no descriptor left for its handshake", peer_pid);
@@ -370,15 +386,19 @@ void send_reject(int sock, VIP_RETURN reason) {
     send_msg(sock, &a, sizeof a, nullptr, 0);
 }
 
-// Waits for the acceptor's answer; the connection is made on Accept.
-VIP_RETURN await_answer(Vi *vi, int sock, uint64_t deadline, VIP_VI_ATTRIBUTES *rattrs) {
+// Waits for the acceptor's answer (without block: looks whether it has
+// come, VIP_TIMEOUT if not); the connection is made on Accept.
+VIP_RETURN await_answer(Vi *vi, int sock, uint64_t deadline, VIP_VI_ATTRIBUTES *rattrs,
+                        bool block = true) {
     Answer a{};
     int fds[3] = {-1, -1, -1};
     int n = 0;
-    switch (recv_msg(sock, &a, sizeof a, fds, 3, &n, deadline)) {
+    switch (block ? recv_msg(sock, &a, sizeof a, fds, 3, &n, deadline, true)
+                  : try_recv_msg(sock, &a, sizeof a, fds, 3, &n)) {
     case Recv::ok:
         break;
     case Recv::timeout:
+    case Recv::again:
         close_fds(fds, n);
         return VIP_TIMEOUT;
     case Recv::interrupted:
@@ -419,6 +439,46 @@ bool same_disc(const uint8_t *a, uint16_t alen, const uint8_t *b, uint16_t blen)
     return alen == blen && memcmp(a, b, alen) == 0;
 }
 
+// A connection accepted on l whose request has come, or nullptr (NIC lock
+// held).  Accepts what waits first.  Connections whose request has not all
+// come stay in l->early for the next look (a wait that ends meanwhile loses
+// none); those whose request failed or is overdue are dropped.  *failed: the
+// listener cannot accept (no descriptor left).
+PendingConn *take_request(ShmNic::Listener *l, bool *failed) {
+    for (;;) {
+        int s = fd_track(accept4(l->fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (s < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+                VIPL_ERROR("accept: %s", strerror(errno));
+                *failed = true;
+            }
+            break;
+        }
+        l->early.push_back({s, now_ns() + config().connect_ack_ms * 1000000ull});
+    }
+    uint64_t now = now_ns();
+    for (size_t i = 0; i < l->early.size();) {
+        ShmNic::Listener::Early e = l->early[i];
+        Hello h{};
+        int nfds = 0;
+        Recv r = try_recv_msg(e.sock, &h, sizeof h, nullptr, 0, &nfds);
+        if (r == Recv::again && now < e.deadline) {
+            ++i;
+            continue;
+        }
+        l->early.erase(l->early.begin() + static_cast<ptrdiff_t>(i));
+        ucred cred{};
+        socklen_t cl = sizeof cred;
+        bool ok = r == Recv::ok && h.magic == kMagic && h.version == kVersion &&
+                  h.type == kMsgRequest && h.host_len <= kHostAddressLen &&
+                  h.disc_len <= kMaxDiscriminator &&
+                  getsockopt(e.sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+        if (ok) return new PendingConn{e.sock, h, cred.pid};
+        fd_close(e.sock);
+    }
+    return nullptr;
+}
+
 } // namespace
 
 // ------------------------------------------------------------ client-server
@@ -429,24 +489,32 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
     VIP_RETURN rc = VIP_SUCCESS;
     int lfd = listener_for(nic, socket_name("cs", local), &rc);
     if (lfd < 0) return rc;
+    ShmNic *sn = shm_nic(nic);
     for (;;) {
-        int s = fd_track(accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (s >= 0) {
-            Hello h{};
-            int nfds = 0;
-            Recv r = recv_msg(s, &h, sizeof h, nullptr, 0, &nfds,
-                              now_ns() + config().connect_ack_ms * 1000000ull);
-            ucred cred{};
-            socklen_t cl = sizeof cred;
-            bool ok = r == Recv::ok && h.magic == kMagic && h.version == kVersion &&
-                      h.type == kMsgRequest && h.host_len <= kHostAddressLen &&
-                      h.disc_len <= kMaxDiscriminator &&
-                      getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
-            if (!ok) {
-                fd_close(s);
-                continue;
+        constexpr int kMaxPoll = 16;
+        pollfd fds[kMaxPoll];
+        int n = 0;
+        uint64_t wake = deadline;
+        PendingConn *pc = nullptr;
+        {
+            std::lock_guard<Mutex> g(sn->lock);
+            ShmNic::Listener *l = nullptr;
+            for (auto &x : sn->listeners)
+                if (x.fd == lfd) l = &x;
+            if (!l) return VIP_INVALID_PARAMETER;
+            bool failed = false;
+            pc = take_request(l, &failed);
+            if (!pc && failed) return VIP_ERROR_RESOURCE;
+            if (!pc) {
+                fds[n++] = pollfd{lfd, POLLIN, 0};
+                for (const auto &e : l->early) {
+                    if (n < kMaxPoll) fds[n++] = pollfd{e.sock, POLLIN, 0};
+                    wake = std::min(wake, e.deadline);
+                }
             }
-            auto *pc = new PendingConn{s, h, cred.pid};
+        }
+        if (pc) {
+            const Hello &h = pc->hello;
             req->prov = pc;
             remote->HostAddressLen = h.host_len;
             remote->DiscriminatorLen = h.disc_len;
@@ -455,16 +523,13 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
             fill_attrs(h.attrs, remote_attrs);
             return VIP_SUCCESS;
         }
-        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-            VIPL_ERROR("accept: %s", strerror(errno));
-            return VIP_ERROR_RESOURCE;
-        }
-        pollfd p{lfd, POLLIN, 0};
-        switch (poll_until(&p, 1, deadline)) {
+        // What arrives while a handler runs stays queued for the next call.
+        switch (poll_until(fds, n, wake)) {
         case PollResult::ready:
             continue;
         case PollResult::timeout:
-            return VIP_TIMEOUT;
+            if (now_ns() >= deadline) return VIP_TIMEOUT;
+            continue;
         case PollResult::interrupted:
             return VIP_INTERRUPTED;
         case PollResult::error:
@@ -605,7 +670,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
         p->sock = s;
         p->sent = send_msg(s, &p->hello, sizeof p->hello, nullptr, 0);
     }
-    VIP_RETURN rc = await_answer(vi, p->sock, now, rattrs);
+    VIP_RETURN rc = await_answer(vi, p->sock, now, rattrs, false);
     if (rc == VIP_TIMEOUT) {
         fds[0] = pollfd{p->sock, POLLIN, 0};
         *nfds = 1;
@@ -628,20 +693,32 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
 }
 
 static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds,
-                               int *nfds) {
+                               int *nfds, uint64_t *deadline) {
     for (;;) {
-        int s = fd_track(accept4(p->lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-        if (s < 0) {
-            fds[0] = pollfd{p->lfd, POLLIN, 0};
-            *nfds = 1;
-            return VIP_NOT_DONE;
+        if (p->sock < 0) {
+            int s = fd_track(accept4(p->lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+            if (s < 0) {
+                fds[0] = pollfd{p->lfd, POLLIN, 0};
+                *nfds = 1;
+                return VIP_NOT_DONE;
+            }
+            p->sock = s;
+            p->sock_deadline = now_ns() + config().connect_ack_ms * 1000000ull;
         }
         Hello h{};
         int n = 0;
+        Recv r = try_recv_msg(p->sock, &h, sizeof h, nullptr, 0, &n);
+        if (r == Recv::again && now_ns() < p->sock_deadline) {
+            // The request is on its way: the caller waits for it (interruptibly).
+            fds[0] = pollfd{p->sock, POLLIN, 0};
+            *nfds = 1;
+            *deadline = std::min(*deadline, p->sock_deadline);
+            return VIP_NOT_DONE;
+        }
+        int s = p->sock;
+        p->sock = -1;
         ucred cred{};
         socklen_t cl = sizeof cred;
-        Recv r = recv_msg(s, &h, sizeof h, nullptr, 0, &n,
-                          now_ns() + config().connect_ack_ms * 1000000ull);
         bool ok = r == Recv::ok && h.magic == kMagic && h.version == kVersion &&
                   h.type == kMsgPeerRequest && h.disc_len <= kMaxDiscriminator &&
                   h.want_len <= kMaxDiscriminator &&
@@ -682,7 +759,7 @@ VIP_RETURN peer_progress(Vi *vi, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds, int *nf
         return VIP_TIMEOUT;
     }
     *deadline = p->deadline;
-    return p->acceptor ? p2p_acceptor(vi, ep, p, rattrs, fds, nfds)
+    return p->acceptor ? p2p_acceptor(vi, ep, p, rattrs, fds, nfds, deadline)
                        : p2p_connector(vi, ep, p, rattrs, fds, nfds, deadline);
 }
 

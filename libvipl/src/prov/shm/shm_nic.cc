@@ -109,7 +109,10 @@ VIP_RETURN nic_open(Nic *nic, const char *device) {
 void nic_close(Nic *nic) {
     ShmNic *s = shm_nic(nic);
     if (!s) return;
-    for (auto &l : s->listeners) fd_close(l.fd);
+    for (auto &l : s->listeners) {
+        fd_close(l.fd);
+        for (auto &e : l.early) fd_close(e.sock);
+    }
     delete s;
     nic->prov = nullptr;
 }

@@ -192,9 +192,10 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
 VIP_RETURN peer_progress(Vi *vi, VIP_VI_ATTRIBUTES *remote_attrs, pollfd *fds, int *nfds,
                          uint64_t *deadline);
 void p2p_free(Endpoint *ep);
-// Handshake records over a non-blocking socket, by the deadline.
-VIP_RETURN send_hello(int fd, const Hello &h, uint64_t deadline);
-VIP_RETURN recv_hello(int fd, Hello *h, uint64_t deadline);
+// Handshake records over a non-blocking socket, by the deadline; an
+// interruptible wait ends with VIP_INTERRUPTED when a signal handler runs.
+VIP_RETURN send_hello(int fd, const Hello &h, uint64_t deadline, bool interruptible = true);
+VIP_RETURN recv_hello(int fd, Hello *h, uint64_t deadline, bool interruptible = true);
 Hello make_hello(uint32_t type, Vi *vi, const VIP_NET_ADDRESS *local);
 
 // tcp_endpoint.cc

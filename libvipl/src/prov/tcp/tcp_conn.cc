@@ -167,7 +167,9 @@ bool move(int fd, uint8_t *buf, uint32_t *done, bool out, bool *failed) {
     return true;
 }
 
-VIP_RETURN move_by(int fd, uint8_t *buf, bool out, uint64_t deadline) {
+// An interruptible wait ends when a signal handler runs; the others go on
+// (the last step of a handshake, which both sides must see end the same way).
+VIP_RETURN move_by(int fd, uint8_t *buf, bool out, uint64_t deadline, bool interruptible) {
     uint32_t done = 0;
     for (;;) {
         bool failed = false;
@@ -183,6 +185,7 @@ VIP_RETURN move_by(int fd, uint8_t *buf, bool out, uint64_t deadline) {
         case PollResult::timeout:
             return VIP_TIMEOUT;
         case PollResult::interrupted:
+            if (!interruptible) continue;
             return VIP_INTERRUPTED;
         case PollResult::error:
             return VIP_ERROR_RESOURCE;
@@ -190,17 +193,18 @@ VIP_RETURN move_by(int fd, uint8_t *buf, bool out, uint64_t deadline) {
     }
 }
 
-// Acceptor side, after the checks: Accept, then the requester's Ack.
+// Acceptor side, after the checks: Accept, then the requester's Ack.  Not
+// interruptible: the requester may have connected already.
 VIP_RETURN offer(Vi *vi, int fd, const Hello &req, const VIP_NET_ADDRESS *local) {
     Hello a = make_hello(kHelloAccept, vi, local);
     a.window = own_window(fd);
-    VIP_RETURN rc = send_hello(fd, a, now_ns() + config().connect_ack_ms * 1000000ull);
+    VIP_RETURN rc = send_hello(fd, a, now_ns() + config().connect_ack_ms * 1000000ull, false);
     Hello ack{};
     if (rc == VIP_SUCCESS)
-        rc = recv_hello(fd, &ack, now_ns() + config().connect_ack_ms * 1000000ull);
+        rc = recv_hello(fd, &ack, now_ns() + config().connect_ack_ms * 1000000ull, false);
     if (rc != VIP_SUCCESS || ack.type != kHelloAck) {
         VIPL_INFO("tcp: connection request abandoned before the handshake ended");
-        return rc == VIP_INTERRUPTED ? rc : VIP_TIMEOUT;
+        return VIP_TIMEOUT;
     }
     return start_endpoint(vi, fd, req);
 }
@@ -214,7 +218,7 @@ VIP_RETURN conclude(Vi *vi, int fd, const Hello &answer, const VIP_NET_ADDRESS *
     }
     if (answer.type != kHelloAccept) return VIP_REJECT;
     Hello ack = make_hello(kHelloAck, vi, local);
-    VIP_RETURN rc = send_hello(fd, ack, now_ns() + config().connect_ack_ms * 1000000ull);
+    VIP_RETURN rc = send_hello(fd, ack, now_ns() + config().connect_ack_ms * 1000000ull, false);
     if (rc != VIP_SUCCESS) return VIP_REJECT;
     rc = start_endpoint(vi, fd, answer);
     if (rc == VIP_SUCCESS && rattrs) fill_attrs(answer, rattrs);
@@ -236,15 +240,15 @@ Hello make_hello(uint32_t type, Vi *vi, const VIP_NET_ADDRESS *local) {
     return h;
 }
 
-VIP_RETURN send_hello(int fd, const Hello &h, uint64_t deadline) {
+VIP_RETURN send_hello(int fd, const Hello &h, uint64_t deadline, bool interruptible) {
     uint8_t buf[kHelloWire];
     encode_hello(h, buf);
-    return move_by(fd, buf, true, deadline);
+    return move_by(fd, buf, true, deadline, interruptible);
 }
 
-VIP_RETURN recv_hello(int fd, Hello *h, uint64_t deadline) {
+VIP_RETURN recv_hello(int fd, Hello *h, uint64_t deadline, bool interruptible) {
     uint8_t buf[kHelloWire];
-    VIP_RETURN rc = move_by(fd, buf, false, deadline);
+    VIP_RETURN rc = move_by(fd, buf, false, deadline, interruptible);
     if (rc != VIP_SUCCESS) return rc;
     return decode_hello(buf, h) ? VIP_SUCCESS : VIP_REJECT;
 }

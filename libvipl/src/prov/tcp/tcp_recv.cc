@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/segments.h"
 #include "core/vi.h"
+#include "core/wait.h"
 #include "prov/tcp/tcp.h"
 
 #include <cerrno>
@@ -420,7 +421,8 @@ WqEntry *oldest_read(Vi *vi) {
 
 // A frame is partly here: wait (bounded) for the rest, which the peer has
 // started to write.  The readiness that brought the caller here then means a
-// message to take, not a piece of one.  True if more can be read.
+// message to take, not a piece of one.  True if more can be read.  A signal
+// handler's run ends the wait, and the Wait making this call (note_interrupted).
 bool await_rest(Endpoint *ep, uint64_t *wait_end) {
     if (!ep->frame_wait_us) return false;
     bool partial = ep->in_payload || ep->rx_end != ep->rx_start;
@@ -434,6 +436,7 @@ bool await_rest(Endpoint *ep, uint64_t *wait_end) {
     pollfd p{ep->sock, POLLIN, 0};
     int saved = errno;
     int n = ppoll(&p, 1, &ts, nullptr);
+    if (n < 0 && errno == EINTR) note_interrupted();
     errno = saved;
     return n > 0;
 }
