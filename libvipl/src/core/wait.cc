@@ -52,6 +52,20 @@ PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline) {
     }
 }
 
+VIP_RETURN poll_verdict(PollResult pr, uint64_t deadline) {
+    switch (pr) {
+    case PollResult::ready:
+        return VIP_SUCCESS;
+    case PollResult::timeout:
+        return now_ns() >= deadline ? VIP_TIMEOUT : VIP_SUCCESS;
+    case PollResult::interrupted:
+        return VIP_INTERRUPTED;
+    case PollResult::error:
+        break;
+    }
+    return VIP_ERROR_RESOURCE;
+}
+
 PollResult epoll_until(int ep, epoll_event *evs, int max, uint64_t deadline, int *got) {
     *got = 0;
     for (;;) {

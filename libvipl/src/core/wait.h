@@ -13,6 +13,10 @@ enum class PollResult { ready, timeout, interrupted, error };
 
 // ppoll until one of fds is ready, the deadline passes, or a signal handler ran.
 PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline);
+// What a wait that polls until an earlier wake-up time makes of the outcome:
+// VIP_SUCCESS to look again (ready, or woken before deadline), else the
+// code to return (VIP_TIMEOUT, VIP_INTERRUPTED, VIP_ERROR_RESOURCE).
+VIP_RETURN poll_verdict(PollResult pr, uint64_t deadline);
 // The same with epoll_wait on ep; *got events are in evs.
 PollResult epoll_until(int ep, struct epoll_event *evs, int max, uint64_t deadline, int *got);
 

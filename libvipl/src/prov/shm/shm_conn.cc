@@ -524,17 +524,8 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
             return VIP_SUCCESS;
         }
         // What arrives while a handler runs stays queued for the next call.
-        switch (poll_until(fds, n, wake)) {
-        case PollResult::ready:
-            continue;
-        case PollResult::timeout:
-            if (now_ns() >= deadline) return VIP_TIMEOUT;
-            continue;
-        case PollResult::interrupted:
-            return VIP_INTERRUPTED;
-        case PollResult::error:
-            return VIP_ERROR_RESOURCE;
-        }
+        VIP_RETURN rc = poll_verdict(poll_until(fds, n, wake), deadline);
+        if (rc != VIP_SUCCESS) return rc;
     }
 }
 

@@ -289,17 +289,8 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
             }
             n = incoming_fds(nic, l, fds, 16, &wake);
         }
-        switch (poll_until(fds, n, wake)) {
-        case PollResult::ready:
-            break;
-        case PollResult::timeout:
-            if (now_ns() >= deadline) return VIP_TIMEOUT;
-            break;
-        case PollResult::interrupted:
-            return VIP_INTERRUPTED;
-        case PollResult::error:
-            return VIP_ERROR_RESOURCE;
-        }
+        VIP_RETURN rc = poll_verdict(poll_until(fds, n, wake), deadline);
+        if (rc != VIP_SUCCESS) return rc;
     }
 }
 
