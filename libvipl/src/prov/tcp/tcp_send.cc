@@ -129,6 +129,7 @@ void pick(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
             }
         }
         if (d->fence && reads_outstanding(vi, q.cursor)) return;
+        bool acked = acknowledged(ep, d->op, d->length);
         Frame f{};
         f.flags = d->imm ? kImm : 0;
         f.imm = d->imm ? d->imm_data : 0;
@@ -149,13 +150,13 @@ void pick(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
             break;
         default:
             f.type = kSend;
-            if (acknowledged(ep, d->op, d->length)) f.flags |= kAckReq;
+            if (acked) f.flags |= kAckReq;
             break;
         }
         f.length = static_cast<uint32_t>(payload);
         e.flags |= kWqStarted;
         e.p2 = 0;
-        if (acknowledged(ep, d->op, d->length)) {
+        if (acked) {
             e.p1 = ep->ack_next++;
             e.flags |= kAckPending;
         }
