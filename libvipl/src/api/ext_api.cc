@@ -78,6 +78,8 @@ VIP_RETURN VipGetCQWaitFd(VIP_CQ_HANDLE CQHandle, int *Fd) {
     return api_call([&] {
         Cq *cq = find_cq(CQHandle);
         if (!cq || !Fd) return VIP_INVALID_PARAMETER;
+        InUse in_use(cq->users);
+        if (!cqs().still(cq, CQHandle)) return VIP_INVALID_PARAMETER;
         cq->fd_mode.store(true);
         cq_rearm_for_fd(cq);
         *Fd = cq->epfd;

@@ -62,6 +62,7 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle) {
         }
         Nic *nic = nics().create(UINT32_MAX, false);
         if (!nic) return VIP_ERROR_RESOURCE;
+        std::unique_lock<Mutex> held(nic->lock, std::adopt_lock);
         nic->ops = ops;
         nic->prov = nullptr;
         nic->ptags = 0;
@@ -73,12 +74,14 @@ VIP_RETURN VipOpenNic(const VIP_CHAR *DeviceName, VIP_NIC_HANDLE *NicHandle) {
         memset(nic->address, 0, sizeof nic->address);
         default_attributes(nic);
         if (!nic->regions.init(config().max_regions)) {
+            held.unlock();
             nics().release(nic, true);
             return VIP_ERROR_RESOURCE;
         }
         VIP_RETURN rc = ops->nic->open(nic, DeviceName);
         if (rc != VIP_SUCCESS) {
             nic->regions.destroy();
+            held.unlock();
             nics().release(nic, true);
             return rc;
         }

@@ -58,10 +58,8 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         }
         Vi *vi = vis().create(config().max_vi, share);
         if (!vi) return VIP_ERROR_RESOURCE;
-        if (share) {
-            vi->lock.make_robust();
-            nic->regions.share_with_children();
-        }
+        std::unique_lock<Mutex> held(vi->lock, std::adopt_lock);
+        if (share) nic->regions.share_with_children();
         vi->nic = nic;
         vi->attrs = *ViAttribs;
         vi->ptag_id = ptag->id();
@@ -71,6 +69,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         vi->efd = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), share);
         if (vi->efd < 0) {
             VIPL_ERROR("VipCreateVi: eventfd: %s", strerror(errno));
+            held.unlock();
             vis().release(vi, true);
             return VIP_ERROR_RESOURCE;
         }
@@ -78,6 +77,7 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE NicHandle, VIP_VI_ATTRIBUTES *ViAttribs,
         if (rc != VIP_SUCCESS) {
             fd_close(vi->efd);
             vi->efd = -1;
+            held.unlock();
             vis().release(vi, true);
             return rc;
         }

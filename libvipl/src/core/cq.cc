@@ -21,7 +21,7 @@ namespace vipl {
 VIP_RETURN cq_create(Nic *nic, uint32_t entries, bool shareable, Cq **out) {
     Cq *cq = cqs().create(config().max_cq, shareable);
     if (!cq) return VIP_ERROR_RESOURCE;
-    if (shareable) cq->lock.make_robust();
+    std::unique_lock<Mutex> held(cq->lock, std::adopt_lock);
     cq->nic = nic;
     cq->capacity = entries;
     // A shareable CQ's descriptors stay open in the children that share it.
@@ -31,6 +31,7 @@ VIP_RETURN cq_create(Nic *nic, uint32_t entries, bool shareable, Cq **out) {
     cq->ring = static_cast<CqEntry *>(object_alloc(sizeof(CqEntry) * cq->ring_cap, shareable));
     if (cq->efd < 0 || cq->epfd < 0 || !cq->ring) {
         VIPL_ERROR("cannot create a completion queue: %s", strerror(errno));
+        held.unlock();
         cq_destroy(cq);
         return VIP_ERROR_RESOURCE;
     }

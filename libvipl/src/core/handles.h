@@ -58,10 +58,12 @@ void holder_mark();
 // holds none any more it drops its mark and what it inherited for them.
 void holding_changed(int delta);
 
+// owner and shareable are atomic: a lookup racing a destroy reads them from an
+// object being recycled (and then fails its generation check).
 struct Object {
     uint32_t index = 0;
-    uint64_t owner = 0; // self_token() of the creating process
-    bool shareable = false;
+    std::atomic<uint64_t> owner{0}; // self_token() of the creating process
+    std::atomic<bool> shareable{false};
     Holders *holders = nullptr; // shareable objects only (in the arena)
 
     bool usable_here() const {
@@ -70,6 +72,20 @@ struct Object {
 };
 
 struct NoLocal {};
+
+// Objects with a lock are handed out locked by create(): a thread that still
+// holds a pointer from before (a CQ's member list, a lookup racing a destroy)
+// locks it and finds it not alive until its creator has filled it in.
+template <class T>
+concept HasLock = requires(T &o) {
+    o.lock.lock();
+};
+// Objects that reset their fields in place (under their lock) when reused:
+// their lock is never rebuilt under a thread that is waiting for it.
+template <class T>
+concept Recyclable = requires(T &o) {
+    o.recycle();
+};
 
 template <class T, HandleTag Tag, class Local = NoLocal>
 class HandleTable {
@@ -86,12 +102,15 @@ public:
     };
 
     // Makes a new object (in the arena if shareable) in a new live slot;
-    // nullptr when max_objects are in use or memory is short.
+    // nullptr when max_objects are in use or memory is short.  An object with
+    // a lock comes back holding it (robust if shareable): the caller unlocks
+    // it once filled in.
     T *create(uint32_t max_objects, bool shareable) {
         T *obj = take_object(shareable);
         if (!obj) return nullptr;
         std::lock_guard<Mutex> g(lock_);
         if (live_ >= max_objects || !grow_for_one()) {
+            if constexpr (HasLock<T>) obj->lock.unlock();
             give_back(obj);
             return nullptr;
         }
@@ -113,11 +132,20 @@ public:
         return obj;
     }
 
+    // Makes obj's handles stale here while its slot stays its own (local()
+    // still names its state): threads inside a call on it find it gone at
+    // their next look.  release() follows.
+    void retire(T *obj) {
+        Slot &s = slot(obj->index);
+        if (s.gen.load(std::memory_order_relaxed) & 1)
+            s.gen.fetch_add(1, std::memory_order_seq_cst);
+    }
+
     // Forgets obj in this process: its handles here become stale.  The object
     // itself is destroyed (and recycled) only if destroy is true.
     void release(T *obj, bool destroy) {
+        retire(obj);
         Slot &s = slot(obj->index);
-        s.gen.fetch_add(1, std::memory_order_acq_rel); // odd -> even
         s.obj.store(nullptr, std::memory_order_release);
         {
             std::lock_guard<Mutex> g(lock_);
@@ -237,24 +265,37 @@ private:
     // Objects are recycled by kind: private ones on this process's list,
     // shareable ones on the arena's list for their size.
     T *take_object(bool shareable) {
+        T *obj = nullptr;
         if (!shareable) {
             {
                 std::lock_guard<Mutex> g(lock_);
                 if (!pool_.empty()) {
-                    T *obj = pool_.back();
+                    obj = pool_.back();
                     pool_.pop_back();
-                    obj->~T();
-                    return new (obj) T();
                 }
             }
-            return new (std::nothrow) T();
+            if (obj) {
+                if constexpr (Recyclable<T>) {
+                    obj->lock.lock();
+                    obj->recycle();
+                    return obj;
+                }
+                obj->~T();
+                obj = new (obj) T();
+            } else {
+                obj = new (std::nothrow) T();
+                if (!obj) return nullptr;
+            }
+        } else {
+            // One block: the object, then its holder set.  Reused only for this
+            // kind, so a stale pointer in another process still finds a T.
+            void *mem = shared_alloc_kind(kSharedBytes, static_cast<int>(Tag) & 7);
+            if (!mem) return nullptr;
+            obj = new (mem) T();
+            obj->holders = new (static_cast<char *>(mem) + kHoldersAt) Holders();
+            if constexpr (HasLock<T>) obj->lock.make_robust();
         }
-        // One block: the object, then its holder set.  Reused only for this
-        // kind, so a stale pointer in another process still finds a T.
-        void *mem = shared_alloc_kind(kSharedBytes, static_cast<int>(Tag) & 7);
-        if (!mem) return nullptr;
-        T *obj = new (mem) T();
-        obj->holders = new (static_cast<char *>(mem) + kHoldersAt) Holders();
+        if constexpr (HasLock<T>) obj->lock.lock();
         return obj;
     }
     void give_back(T *obj) {

@@ -1,6 +1,7 @@
 #include "core/lifecycle.h"
 #include "core/fds.h"
 
+#include "core/clock.h"
 #include "core/cq.h"
 #include "core/log.h"
 #include "core/notify.h"
@@ -12,9 +13,35 @@
 #include <mutex>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace vipl {
+
+// Threads inside a wait on an object use its descriptors without its lock:
+// they must have left before the descriptors close (or their numbers are
+// reused under them).  The object's handles are stale already, so each leaves
+// at its next look; its doorbell is rung until all have.  `lock` (held) is
+// let go meanwhile: a waiter takes it on its way out.
+static void wait_users_gone(std::atomic<int> &users, int efd, Mutex &lock) {
+    if (users.load(std::memory_order_seq_cst) == 0) return;
+    lock.unlock();
+    uint64_t start = now_ns();
+    for (unsigned i = 0; users.load(std::memory_order_acquire) > 0; ++i) {
+        if ((i & 15) == 0 && efd >= 0) {
+            uint64_t one = 1;
+            ssize_t n = write(efd, &one, sizeof one);
+            (void)n;
+        }
+        if (now_ns() - start > 10'000'000'000ull) {
+            VIPL_ERROR("a thread did not leave a wait on a destroyed object within 10 s");
+            break;
+        }
+        timespec ts{0, 100'000};
+        nanosleep(&ts, nullptr);
+    }
+    lock.lock();
+}
 
 void vi_connected_locked(Vi *vi) {
     vi->peer_pending = false;
@@ -151,6 +178,8 @@ static void close_local(Vi *vi) {
 // copies of the descriptors and mappings and forgets the handle.
 static void vi_leave_locked(Vi *vi) {
     notifier_watch_vi(vi, false);
+    vis().retire(vi);
+    wait_users_gone(vi->users, vi->efd, vi->lock);
     if (vi->prov) vi->nic->ops->vi->leave(vi);
     // The transport stays open in the holders that stay, and so do the epoll
     // sets we share with them: a set is one kernel object for all its
@@ -185,6 +214,8 @@ VIP_RETURN vi_destroy(Vi *vi, const void *handle, bool force) {
     }
     if (vi->state.load() != VIP_STATE_IDLE) vi_disconnect_locked(vi);
     notifier_watch_vi(vi, false);
+    vis().retire(vi);
+    wait_users_gone(vi->users, vi->efd, vi->lock);
     if (vi->prov) nic->ops->vi->destroy(vi);
     vi->prov = nullptr;
     Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;
@@ -215,6 +246,11 @@ VIP_RETURN cq_destroy_checked(Cq *cq, const void *handle, bool force) {
         if (!leave && !force && cq->nmembers) return VIP_INVALID_STATE;
     }
     notifier_watch_cq(cq, false);
+    {
+        std::lock_guard<Mutex> g(cq->lock);
+        cqs().retire(cq);
+        wait_users_gone(cq->users, cq->efd, cq->lock);
+    }
     if (own_nic) nic->cqs.erase(std::remove(nic->cqs.begin(), nic->cqs.end(), cq), nic->cqs.end());
     if (leave) {
         // Our copies of its descriptors only; the others keep the CQ.

@@ -212,7 +212,10 @@ void handle_event(uint64_t data) {
     }
     void *h = reinterpret_cast<void *>(data);
     if ((data >> 56) == static_cast<uint64_t>(HandleTag::cq)) {
-        if (Cq *cq = cqs().lookup(h)) cq_handle_wakeups(cq);
+        if (Cq *cq = cqs().lookup(h)) {
+            InUse in_use(cq->users);
+            if (cqs().still(cq, h)) cq_handle_wakeups(cq);
+        }
         return;
     }
     Vi *vi = vis().lookup(h);

@@ -210,6 +210,37 @@ struct Vi : Object {
     bool peer_pending = false;
 
     VIP_VI_COUNTERS counters{};
+
+    // Threads inside a wait on this VI, which use its descriptors without the
+    // lock: destroying it waits for them to leave (InUse).
+    std::atomic<int> users{0};
+
+    // Back to a new VI's state, reused from the pool (lock held).  The lock
+    // and the counters that threads holding a stale pointer still move
+    // (sleepers, users: balanced, zero at rest) stay as they are.
+    void recycle() {
+        index = 0;
+        owner = 0;
+        shareable = false;
+        holders = nullptr;
+        nic = nullptr;
+        state.store(VIP_STATE_IDLE, std::memory_order_relaxed);
+        attrs = {};
+        ptag_id = 0;
+        sq = WorkQueue{};
+        rq = WorkQueue{};
+        prov = nullptr;
+        efd = -1;
+        kicked.store(false, std::memory_order_relaxed);
+        fd_mode.store(false, std::memory_order_relaxed);
+        next_liveness = 0;
+        poisoned = false;
+        transport_epoch = 0;
+        error_seq = 0;
+        error_code = VIP_ERROR_CONN_LOST;
+        peer_pending = false;
+        counters = {};
+    }
 };
 
 // ---------------------------------------------------------------- CQ
@@ -236,6 +267,42 @@ struct Cq : Object {
     std::atomic<bool> fd_mode{false};
     void (*notify)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_BOOLEAN) = nullptr;
     VIP_PVOID notify_context = nullptr;
+    std::atomic<int> users{0}; // as Vi::users
+
+    // As Vi::recycle.
+    void recycle() {
+        index = 0;
+        owner = 0;
+        shareable = false;
+        holders = nullptr;
+        nic = nullptr;
+        ring = nullptr;
+        ring_cap = 0;
+        head = tail = 0;
+        capacity = 0;
+        members = nullptr;
+        nmembers = members_cap = 0;
+        backlog = false;
+        efd = epfd = -1;
+        kicked.store(false, std::memory_order_relaxed);
+        fd_mode.store(false, std::memory_order_relaxed);
+        notify = nullptr;
+        notify_context = nullptr;
+    }
+};
+
+// Counts the calling thread among an object's users for its lifetime.
+class InUse {
+public:
+    explicit InUse(std::atomic<int> &users) : users_(users) {
+        users_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    ~InUse() { users_.fetch_sub(1, std::memory_order_release); }
+    InUse(const InUse &) = delete;
+    InUse &operator=(const InUse &) = delete;
+
+private:
+    std::atomic<int> &users_;
 };
 
 // ------------------------------------------------- connection requests

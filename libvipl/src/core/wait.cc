@@ -227,6 +227,7 @@ static void spin_outcome(Vi *vi, bool won) {
 }
 
 VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
+    InUse in_use(vi->users);
     WorkQueue &q = recv ? vi->rq : vi->sq;
     VIP_RETURN rc;
     bool level;
@@ -425,6 +426,7 @@ static VIP_RETURN cq_look(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOO
 }
 
 VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv) {
+    InUse in_use(cq->users);
     return cq_look(cq, handle, vi, recv, false);
 }
 
@@ -466,6 +468,7 @@ void cq_handle_wakeups(Cq *cq) {
 
 VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE *vi,
                    VIP_BOOLEAN *recv) {
+    InUse in_use(cq->users);
     t_interrupted = false;
     VIP_RETURN rc = cq_look(cq, handle, vi, recv, true);
     if (rc != VIP_NOT_DONE) return rc;

@@ -154,7 +154,8 @@ void heavy_use(vt::Nic &na, vt::Nic &nb, vt::Memory &ma, vt::Memory &mb) {
         // A receive that sleeps until the message comes.
         vt::set_desc(ma.desc(0), abuf, 200000, ma.mh);
         REQUIRE(VipPostRecv(a, ma.desc(0), ma.mh) == VIP_SUCCESS);
-        MaskedCall recv({SIGTTIN, SIGXCPU}, [&] { return VipRecvWait(a, 10000, &d); });
+        VIP_DESCRIPTOR *got; // written by the waiting thread only
+        MaskedCall recv({SIGTTIN, SIGXCPU}, [&] { return VipRecvWait(a, 10000, &got); });
         recv.check_asleep();
         tt::fill_msg(bbuf, len, 1, len);
         vt::set_desc(mb.desc(0), bbuf, len, mb.mh);
@@ -172,7 +173,8 @@ void heavy_use(vt::Nic &na, vt::Nic &nb, vt::Memory &ma, vt::Memory &mb) {
         REQUIRE(VipPostRecv(b, mb.desc(1), mb.mh) == VIP_SUCCESS);
         vt::set_desc(ma.desc(1), abuf, 150000, ma.mh);
         REQUIRE(VipPostSend(a, ma.desc(1), ma.mh) == VIP_SUCCESS);
-        MaskedCall send({}, [&] { return VipSendWait(a, 10000, &d); });
+        VIP_DESCRIPTOR *sent; // written by the waiting thread only
+        MaskedCall send({}, [&] { return VipSendWait(a, 10000, &sent); });
         send.check_asleep();
         REQUIRE(VipRecvWait(b, vt::kWaitMs, &d) == VIP_SUCCESS);
         CHECK(send.finish() == VIP_SUCCESS);
