@@ -24,10 +24,10 @@
  *    it (nothing completed is lost).  A handler that runs during the short
  *    spin before sleeping does not end a call.  VipConnectAccept is not
  *    interrupted: it waits (at most CONNECT_ACK_MS) for the client to finish
- *    the handshake, so that both sides agree on the connection.  The tcp
- *    provider's name service asks the system resolver, which handlers do
- *    not interrupt.  The library installs no signal handler and blocks no
- *    signal in the program's threads.
+ *    the handshake, so that both sides agree on the connection.  The name
+ *    service is interrupted too while it waits for a DNS server (tcp).
+ *    The library installs no signal handler and blocks no signal in the
+ *    program's threads.
  *  - fork(): a child inherits no VIPL resource.  Handles created by the
  *    parent are invalid in the child (VIP_INVALID_PARAMETER).  After exec()
  *    nothing of VIPL survives (every descriptor is close-on-exec).
@@ -578,7 +578,9 @@ VIP_RETURN VipNSInit(IN VIP_NIC_HANDLE NicHandle, IN VIP_PVOID NSInitInfo);
  * HostAddress, sets DiscriminatorLen to 0; the program appends its
  * discriminator.  NameIndex selects among several addresses (0 first).
  * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_ERROR_NAMESERVICE
- * (unknown name, or no address of that index for this NIC).
+ * (unknown name, or no address of that index for this NIC, or no DNS
+ * server answered), VIP_INTERRUPTED (a signal handler ran while it waited
+ * for a DNS server: call again).
  */
 VIP_RETURN VipNSGetHostByName(IN VIP_NIC_HANDLE NicHandle, IN VIP_CHAR *Name,
                               OUT VIP_NET_ADDRESS *Address, IN VIP_ULONG NameIndex);
@@ -587,7 +589,8 @@ VIP_RETURN VipNSGetHostByName(IN VIP_NIC_HANDLE NicHandle, IN VIP_CHAR *Name,
  * Gives the host name of an address.  *NameLen is the size of Name in
  * bytes; on return it holds the length needed, NUL included.
  * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_ERROR_NAMESERVICE,
- * VIP_ERROR_RESOURCE (Name too small; *NameLen tells the size needed).
+ * VIP_ERROR_RESOURCE (Name too small; *NameLen tells the size needed),
+ * VIP_INTERRUPTED (as VipNSGetHostByName).
  */
 VIP_RETURN VipNSGetHostByAddr(IN VIP_NIC_HANDLE NicHandle, IN VIP_NET_ADDRESS *Address,
                               OUT VIP_CHAR *Name, IN OUT VIP_ULONG *NameLen);

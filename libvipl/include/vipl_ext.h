@@ -77,11 +77,11 @@ extern "C" {
  * wait, or in a short wait of its own such as tcp's for the rest of a frame),
  * with or without SA_RESTART, and takes nothing then: what completed
  * meanwhile goes to the next call.  VipConnectAccept is not interrupted (it
- * finishes the handshake, so both sides agree), nor is the tcp name service
- * (the system resolver).  Every VIPL function returning VIP_RETURN, these
- * extensions included, returns VIP_ERROR_REENTERED at once and does nothing
- * when called from a handler that interrupted a VIPL call on the same
- * thread.  The library installs no handler, blocks no signal in the
+ * finishes the handshake, so both sides agree).  The tcp name service
+ * returns VIP_INTERRUPTED while it waits for a DNS server.  Every VIPL
+ * function returning VIP_RETURN, these extensions included, returns
+ * VIP_ERROR_REENTERED at once and does nothing when called from a handler
+ * that interrupted a VIPL call on the same thread.  The library installs no handler, blocks no signal in the
  * program's threads and sends none (SIGURG, SIGUSR1, SIGUSR2, SIGPWR are the
  * program's).
  */

@@ -151,6 +151,10 @@ constexpr uint16_t kAckPending = kWqProv4; // going out; will wait for an ack (p
 VIP_RETURN nic_open(Nic *nic, const char *device);
 void nic_close(Nic *nic);
 VIP_RETURN ns_by_name(Nic *nic, const char *name, VIP_NET_ADDRESS *out, VIP_ULONG index);
+// The resolver behind them (tcp_resolve.cc): numeric, /etc/hosts, then DNS;
+// VIP_INTERRUPTED when a signal handler ran while it waited for a server.
+VIP_RETURN resolve_name(const char *name, int family, std::vector<sockaddr_storage> *out);
+VIP_RETURN resolve_addr(const sockaddr_storage &addr, std::string *name);
 VIP_RETURN ns_by_addr(Nic *nic, const VIP_NET_ADDRESS *addr, char *name, VIP_ULONG *len);
 VIP_RETURN autodiscovery(Nic *nic, VIP_AUTODISCOVERY_LIST *list);
 // Sizes a socket's receive buffer for TCP_WINDOW (before it connects or

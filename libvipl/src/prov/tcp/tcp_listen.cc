@@ -150,8 +150,17 @@ bool hand_over(Nic *nic, Listener *l, Incoming *in) {
 
 // A connection handed over by another process: its Hello and descriptor.
 Incoming *receive_handover(int conn) {
-    pollfd p{conn, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) return nullptr; // the sender writes right after connecting
+    // The sender writes right after connecting: 100 ms is plenty, and a
+    // signal handler running meanwhile must not cost the connection.
+    uint64_t deadline = now_ns() + 100000000ull;
+    for (;;) {
+        pollfd p{conn, POLLIN, 0};
+        uint64_t now = now_ns();
+        int left_ms = now >= deadline ? 0 : static_cast<int>((deadline - now + 999999) / 1000000);
+        int r = poll(&p, 1, left_ms);
+        if (r > 0) break;
+        if (r == 0 || errno != EINTR || now >= deadline) return nullptr;
+    }
     auto *in = new Incoming;
     iovec iov{in->buf, kHelloWire};
     msghdr mh{};

@@ -12,6 +12,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -319,29 +320,39 @@ bool to_sockaddr(const Nic *nic, const VIP_NET_ADDRESS *addr, sockaddr_storage *
 VIP_RETURN ns_by_name(Nic *nic, const char *name, VIP_NET_ADDRESS *out, VIP_ULONG index) {
     TcpNic *t = tcp_nic(nic);
     if (!*name) return VIP_ERROR_NAMESERVICE;
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo *res = nullptr;
-    if (getaddrinfo(name, nullptr, &hints, &res) != 0 || !res) return VIP_ERROR_NAMESERVICE;
+    std::vector<sockaddr_storage> found;
+    VIP_RETURN rc = resolve_name(name, AF_UNSPEC, &found);
+    if (rc == VIP_ERROR_NAMESERVICE) {
+        // The host's own name, known to neither /etc/hosts nor DNS.
+        char self[256] = {};
+        if (gethostname(self, sizeof self - 1) == 0 && !strcasecmp(self, name)) {
+            uint8_t lo[4] = {127, 0, 0, 1};
+            sockaddr_storage ss{};
+            ss.ss_family = AF_INET;
+            memcpy(&reinterpret_cast<sockaddr_in *>(&ss)->sin_addr, lo, 4);
+            found.push_back(ss);
+            rc = VIP_SUCCESS;
+        }
+    }
+    if (rc != VIP_SUCCESS) return rc;
     // This host, by whatever name or address, is reached through this NIC at
     // the NIC's own address; other hosts by their addresses of the NIC's family.
     std::vector<std::vector<uint8_t>> seen;
     size_t own_len = t->family == AF_INET ? 4 : 16;
-    for (addrinfo *r = res; r; r = r->ai_next) {
+    for (const sockaddr_storage &r : found) {
+        const sockaddr *sa = reinterpret_cast<const sockaddr *>(&r);
         std::vector<uint8_t> v;
-        if (is_local(r->ai_addr)) {
+        if (is_local(sa)) {
             v.assign(nic->address, nic->address + own_len);
-        } else if (r->ai_family == t->family) {
+        } else if (r.ss_family == t->family) {
             size_t len;
-            const uint8_t *b = addr_bytes(r->ai_addr, &len);
+            const uint8_t *b = addr_bytes(sa, &len);
             v.assign(b, b + len);
         } else {
             continue;
         }
         if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
     }
-    freeaddrinfo(res);
     if (index >= seen.size()) return VIP_ERROR_NAMESERVICE;
     out->HostAddressLen = static_cast<VIP_UINT16>(seen[index].size());
     out->DiscriminatorLen = 0;
@@ -356,12 +367,19 @@ VIP_RETURN ns_by_addr(Nic *nic, const VIP_NET_ADDRESS *addr, char *name, VIP_ULO
         // This NIC: the host's own name, which resolves back to it.
         if (gethostname(host, sizeof host - 1) != 0) return VIP_ERROR_NAMESERVICE;
     } else {
-        sockaddr_storage ss;
-        socklen_t sl;
-        if (!to_sockaddr(nic, addr, &ss, &sl) ||
-            getnameinfo(reinterpret_cast<sockaddr *>(&ss), sl, host, sizeof host, nullptr, 0,
-                        NI_NAMEREQD) != 0)
-            return VIP_ERROR_NAMESERVICE;
+        // Any host, reachable from this NIC or not: names are not routes.
+        sockaddr_storage ss{};
+        if (addr->HostAddressLen == 4) {
+            ss.ss_family = AF_INET;
+            memcpy(&reinterpret_cast<sockaddr_in *>(&ss)->sin_addr, addr->HostAddress, 4);
+        } else {
+            ss.ss_family = AF_INET6;
+            memcpy(&reinterpret_cast<sockaddr_in6 *>(&ss)->sin6_addr, addr->HostAddress, 16);
+        }
+        std::string found;
+        VIP_RETURN rc = resolve_addr(ss, &found);
+        if (rc != VIP_SUCCESS) return rc;
+        snprintf(host, sizeof host, "%s", found.c_str());
     }
     VIP_ULONG need = strlen(host) + 1, have = *len;
     *len = need;
