@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 
 namespace vipl {
 
@@ -226,6 +227,15 @@ static void spin_outcome(Vi *vi, bool won) {
         ++l.spin_misses;
 }
 
+// Whether a lone sleeper may sleep in the transport's own read (provider.h):
+// nothing else must need to wake it (a CQ, a notify handler, a wait fd), and
+// only this process reads the transport.
+static bool direct_allowed(Vi *vi) {
+    return vi->prov && vi->nic->ops->vi->direct_begin && !vi->shareable && !vi->sq.cq &&
+           !vi->rq.cq && !vi->sq.notify && !vi->rq.notify &&
+           !vi->fd_mode.load(std::memory_order_relaxed);
+}
+
 VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
     InUse in_use(vi->users);
     WorkQueue &q = recv ? vi->rq : vi->sq;
@@ -288,6 +298,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         bool lone = vi->sleepers.fetch_add(1, std::memory_order_seq_cst) == 0;
         pollfd fds[5];
         int n = 0;
+        bool direct = false;
+        ViOps::DirectSleep ds{};
         {
             ViGuard g(vi);
             if (!vis().still(vi, handle)) {
@@ -310,12 +322,34 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                 if (vi->sleepers.fetch_sub(1) == 1) vi_disarm(vi);
                 return rc;
             }
+            if (lone && level && direct_allowed(vi) && vi->nic->ops->vi->direct_begin(vi, &ds)) {
+                // The bounded recv() must not overshoot the deadline.
+                direct = deadline == kNoDeadline || deadline > now_ns() + ds.slice_ns;
+                if (!direct) vi->nic->ops->vi->direct_end(vi, ds, -1, EAGAIN);
+            }
             if (lone && (level || !vi_wait_set(vi))) lone = false;
-            if (!lone) {
+            if (!lone && !direct) {
                 fds[n++] = pollfd{vi->efd, POLLIN, 0};
                 if (vi->prov) n += vi->nic->ops->vi->sleep_fds(vi, fds + n, 4);
             }
             ++vi->counters.Sleeps; // under the lock: VipQueryViCounters reads it
+        }
+        if (direct) {
+            int saved = errno;
+            ssize_t got = ::recv(ds.fd, ds.buf, ds.len, 0);
+            int err = errno;
+            errno = saved;
+            __atomic_store_n(ds.state, 2, __ATOMIC_RELEASE);
+            bool last = vi->sleepers.fetch_sub(1, std::memory_order_seq_cst) == 1;
+            ViGuard g(vi);
+            if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
+            if (last && !vi->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi);
+            vi->nic->ops->vi->direct_end(vi, ds, got, err);
+            vi_progress(vi);
+            if (got < 0 && err == EINTR) return VIP_INTERRUPTED;
+            if (interrupted(&rc) || take(q, out, &rc)) return rc;
+            if (deadline != kNoDeadline && now_ns() >= deadline) return VIP_TIMEOUT;
+            continue;
         }
         bool doorbell = false, transport_event = false;
         PollResult pr;

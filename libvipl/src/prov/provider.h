@@ -13,6 +13,7 @@
 #include "core/objects.h"
 
 #include <poll.h>
+#include <sys/types.h>
 
 namespace vipl {
 
@@ -120,6 +121,25 @@ struct ViOps {
     // Releases a per-process reference the provider recorded with
     // vi_hold_aux (when this process drops its copies of the transport).
     void (*drop_aux)(Vi *vi, void *aux);
+    // Sleeping inside the transport's own read (optional, may be null): a
+    // lone sleeper on a private VI with no CQ, notify or wait fd blocks in
+    // recv() on `fd` into `buf` rather than poll, then reads: one system call
+    // less per message, as a socket program has.  direct_begin (lock held)
+    // fills *d and returns true when the transport can take such a sleeper;
+    // the sleeper then calls recv(d->fd, d->buf, d->len, 0) without the lock
+    // (it returns EAGAIN after d->slice_ns at most), stores 2 in *d->state,
+    // takes the lock and calls direct_end with recv's result.  Meanwhile the
+    // transport reads nothing itself; to tear down it shuts the socket for
+    // reading (which ends the recv) and waits until *state is no longer 1.
+    struct DirectSleep {
+        int fd;
+        void *buf;
+        size_t len;
+        uint64_t slice_ns;
+        int *state;
+    };
+    bool (*direct_begin)(Vi *vi, DirectSleep *d);
+    void (*direct_end)(Vi *vi, const DirectSleep &d, ssize_t n, int err);
     // WaitCaps: how the core may wait on this transport.
     unsigned wait_caps;
 };

@@ -122,15 +122,17 @@ namespace {
 
 // Where the C library's wrappers of the calls a wait sleeps in lie: an
 // interrupted poll(..., 0) (a liveness check) or futex is not a sleep.
+// recv: the tcp provider's lone sleeper blocks in the socket's read (its
+// other reads never block, so they never end with EINTR).
 struct Range {
     uintptr_t begin = 0, end = 0;
 };
 struct SleepRanges {
-    Range r[4];
+    Range r[5];
     bool complete = true;
     SleepRanges() {
-        const char *names[] = {"ppoll", "epoll_pwait2", "epoll_wait", "epoll_pwait"};
-        for (int i = 0; i < 4; ++i) {
+        const char *names[] = {"ppoll", "epoll_pwait2", "epoll_wait", "epoll_pwait", "recv"};
+        for (int i = 0; i < 5; ++i) {
             void *p = dlsym(RTLD_DEFAULT, names[i]);
             Dl_info info;
             void *extra = nullptr;

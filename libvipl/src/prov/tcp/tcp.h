@@ -132,6 +132,11 @@ struct Endpoint {
     uint64_t ack_sent = 0;  // ... of which the peer has been told
     bool rx_more = false;   // stopped before the socket ran dry
     uint32_t lowat = 1;     // SO_RCVLOWAT: bytes that complete the frame being received
+    // A sleeper blocked in recv() into rx beyond rx_end (ViOps::DirectSleep):
+    // 1 while it is in recv, 2 once it returned; nothing else reads the
+    // socket or moves rx meanwhile.  Accessed with __atomic builtins.
+    int direct = 0;
+    bool rx_dry = false; // the direct sleeper's read emptied the socket: no read to confirm it
 
     VIP_VI_ATTRIBUTES peer_attrs{};
     P2p *p2p = nullptr;
@@ -214,6 +219,12 @@ void transport_down(Vi *vi, Endpoint *ep);
 // The connection ended under us (reset, hang-up, dead link): complete what
 // can be, fail the rest and the VI with code.
 void connection_lost(Vi *vi, Endpoint *ep, VIP_ERROR_CODE code);
+// Direct sleep (provider.h); stop_direct ends one before the socket or rx go.
+bool direct_begin(Vi *vi, ViOps::DirectSleep *d);
+void direct_end(Vi *vi, const ViOps::DirectSleep &d, ssize_t n, int err);
+void stop_direct(Endpoint *ep);
+// How long a direct sleeper's recv() blocks at most (SO_RCVTIMEO).
+constexpr uint64_t kDirectSliceNs = 20'000'000;
 // An error found here that ends the connection: the peer learns `remote`
 // about message `seq`; this VI fails with `local`.
 void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, uint32_t remote, uint64_t seq,

@@ -11,8 +11,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 namespace vipl::tcp {
@@ -34,6 +36,13 @@ void tune_socket(int fd) {
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &probe_s, sizeof probe_s);
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout, sizeof timeout);
+    // Blocking, for a direct sleeper's recv() (every other call says
+    // MSG_DONTWAIT), which a bounded wait keeps responsive and which a
+    // signal handler always interrupts (a socket timeout is never restarted).
+    timeval slice{0, static_cast<suseconds_t>(kDirectSliceNs / 1000)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof slice);
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     errno = saved;
 }
 
@@ -100,6 +109,7 @@ void transport_down(Vi *vi, Endpoint *ep) {
         // our last frames before the peer reads them.  Every holder's copy
         // sees the end at once; each closes its copies (vi_drop_copies).
         shutdown(ep->sock, SHUT_WR);
+        stop_direct(ep);
         uint8_t sink[4096];
         for (int i = 0; i < 256 && recv(ep->sock, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
         }
@@ -172,6 +182,8 @@ int wait_fds(Vi *vi, pollfd *fds, int max) {
 int sleep_fds(Vi *vi, pollfd *fds, int max) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up || max < 1) return 0;
+    // A direct sleeper reads the socket; it rings the doorbell when it is done.
+    if (__atomic_load_n(&ep->direct, __ATOMIC_ACQUIRE)) return 0;
     // The socket itself: one level less than the epoll set registered elsewhere.
     fds[0] =
         pollfd{ep->sock, static_cast<short>(POLLIN | POLLRDHUP | (ep->want_out ? POLLOUT : 0)), 0};

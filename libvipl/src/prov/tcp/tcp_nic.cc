@@ -151,6 +151,8 @@ const ViOps kViOps = {
     .exchange_cpu = enosys::exchange_cpu,
     .idle = idle,
     .drop_aux = enosys::drop_aux,
+    .direct_begin = direct_begin,
+    .direct_end = direct_end,
     // A non-blocking look at the socket is cheap next to a sleep; readiness is level-triggered.
     .wait_caps = kCapSpin,
 };

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -53,8 +54,12 @@ void protocol_error(Vi *vi, Endpoint *ep, const char *what) {
 // likely emptied the socket: *maybe_more false spares the next read that
 // would only say so (readiness is level-triggered: data that comes later
 // wakes the next wait).
+bool direct_sleeper(const Endpoint *ep) {
+    return __atomic_load_n(&ep->direct, __ATOMIC_ACQUIRE) != 0;
+}
+
 Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
-    if (!*maybe_more) return Io::dry;
+    if (!*maybe_more || direct_sleeper(ep)) return Io::dry;
     if (ep->rx_start == ep->rx_end) {
         ep->rx_start = ep->rx_end = 0;
     } else if (ep->rx_start) {
@@ -363,9 +368,12 @@ Io payload(Vi *vi, Endpoint *ep, uint64_t *budget, bool *maybe_more) {
             continue;
         }
         if (left >= kDirect && n > 0) {
-            if (!*maybe_more) return Io::dry;
+            if (!*maybe_more || direct_sleeper(ep)) return Io::dry;
             int saved = errno;
-            ssize_t got = readv(ep->sock, iov, n);
+            msghdr mh{};
+            mh.msg_iov = iov;
+            mh.msg_iovlen = static_cast<size_t>(n);
+            ssize_t got = recvmsg(ep->sock, &mh, MSG_DONTWAIT);
             int err = errno;
             errno = saved;
             if (got > 0) {
@@ -424,7 +432,7 @@ WqEntry *oldest_read(Vi *vi) {
 // message to take, not a piece of one.  True if more can be read.  A signal
 // handler's run ends the wait, and the Wait making this call (note_interrupted).
 bool await_rest(Endpoint *ep, uint64_t *wait_end) {
-    if (!ep->frame_wait_us) return false;
+    if (!ep->frame_wait_us || direct_sleeper(ep)) return false;
     bool partial = ep->in_payload || ep->rx_end != ep->rx_start;
     if (!partial) return false;
     uint64_t now = now_ns();
@@ -453,7 +461,8 @@ void leave_more(Vi *vi, Endpoint *ep) {
 bool receive(Vi *vi, Endpoint *ep) {
     ep->rx_more = false;
     uint64_t budget = kBytesPerCall;
-    bool maybe_more = true;
+    bool maybe_more = !ep->rx_dry;
+    ep->rx_dry = false;
     uint64_t wait_end = 0;
     for (int frames = 0; ep->up; ++frames) {
         if (frames >= kFramesPerCall) {
@@ -496,6 +505,57 @@ bool receive(Vi *vi, Endpoint *ep) {
         if (!begin(vi, ep)) return false;
     }
     return false;
+}
+
+bool direct_begin(Vi *vi, ViOps::DirectSleep *d) {
+    Endpoint *ep = endpoint(vi);
+    // Not mid-frame (the rest is awaited as usual), nor with output
+    // blocked (that needs POLLOUT), nor with input already here.
+    if (!ep || !ep->up || !ep->rx || ep->want_out || ep->closing || ep->in_payload || ep->rx_more ||
+        direct_sleeper(ep) || ep->rx_end - ep->rx_start >= kFrameHeader)
+        return false;
+    if (ep->rx_start == ep->rx_end) {
+        ep->rx_start = ep->rx_end = 0;
+    } else if (ep->rx_start) {
+        memmove(ep->rx, ep->rx + ep->rx_start, ep->rx_end - ep->rx_start);
+        ep->rx_end -= ep->rx_start;
+        ep->rx_start = 0;
+    }
+    d->fd = ep->sock;
+    d->buf = ep->rx + ep->rx_end;
+    d->len = kRxBuffer - ep->rx_end;
+    d->slice_ns = kDirectSliceNs;
+    d->state = &ep->direct;
+    __atomic_store_n(&ep->direct, 1, __ATOMIC_RELEASE);
+    return true;
+}
+
+void direct_end(Vi *vi, const ViOps::DirectSleep &d, ssize_t n, int err) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep) return;
+    int state = __atomic_exchange_n(&ep->direct, 0, __ATOMIC_ACQ_REL);
+    // Torn down meanwhile (stop_direct): what was read went with the connection.
+    if (!state || !ep->up || d.buf != ep->rx + ep->rx_end) return;
+    if (n > 0) {
+        ep->rx_end += static_cast<uint32_t>(n);
+        ep->rx_more = static_cast<size_t>(n) == d.len;
+        ep->rx_dry = !ep->rx_more;
+        took(vi, ep, static_cast<uint64_t>(n));
+    } else if (n == 0 || (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)) {
+        connection_lost(vi, ep, VIP_ERROR_CONN_LOST); // hang-up, reset or a dead link
+    }
+    // Others that slept meanwhile waited on the doorbell alone (sleep_fds).
+    if (vi->sleepers.load(std::memory_order_seq_cst) > 0) vi_wake(vi);
+}
+
+void stop_direct(Endpoint *ep) {
+    if (__atomic_load_n(&ep->direct, __ATOMIC_ACQUIRE) != 1 || ep->sock < 0) return;
+    int saved = errno;
+    shutdown(ep->sock, SHUT_RD); // ends the sleeper's recv()
+    errno = saved;
+    // It returns at once; the bound only guards against the unforeseen.
+    uint64_t end = now_ns() + 2 * kDirectSliceNs;
+    while (__atomic_load_n(&ep->direct, __ATOMIC_ACQUIRE) == 1 && now_ns() < end) sched_yield();
 }
 
 bool pending(Vi *vi) {
