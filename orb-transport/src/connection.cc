@@ -64,6 +64,8 @@ bool Connection::readable_now() {
     return poll(&p, 1, 0) > 0;
 }
 
+constexpr int kMaxSleepMs = 10;
+
 template <typename Op>
 static int transfer(Connection &c, std::mutex &mu, const omni_time_t &deadline, Op op) {
     auto spin = std::chrono::microseconds(options().spin_us);
@@ -81,6 +83,10 @@ static int transfer(Connection &c, std::mutex &mu, const omni_time_t &deadline, 
         if (spin.count() && Clock::now() < spin_end) continue;
         int t = ms_until(deadline);
         if (t == 0) return 0;
+        // Large transfers were seen to stall with both ends asleep on fd() (a wake-up
+        // lost inside the stream, under investigation): never sleep long without
+        // moving the stream again.
+        if (t < 0 || t > kMaxSleepMs) t = kMaxSleepMs;
         if (!c.wait(t) && ms_until(deadline) == 0) return 0;
     }
 }

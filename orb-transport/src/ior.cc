@@ -34,7 +34,7 @@ CORBA::Boolean encode(omni::omniInterceptors::encodeIOR_T::info_T &info) {
         CORBA::UShort port = p.port;
         port >>= s;
         CORBA::Octet provider = p.provider == Transport::tcp ? 1 : 0;
-        provider >>= s;
+        s.marshalOctet(provider);
         IOP::TaggedComponent &c = omniIOR::newIIOPtaggedComponent(info.iiop.components);
         c.tag = kTagViplTransport;
         s.setOctetSeq(c.component_data);
@@ -55,7 +55,7 @@ CORBA::Boolean decode(omni::omniInterceptors::decodeIOR_T::info_T &info) {
             CORBA::UShort port;
             port <<= s;
             CORBA::Octet provider;
-            provider <<= s;
+            provider = s.unmarshalOctet();
             // A shared-memory address is reachable from this kernel only.
             if (provider == 0 && host_identity() != identity.in()) continue;
             info.ior.getIORInfo()->addresses().push_back(
