@@ -47,8 +47,7 @@ void ActiveCollection::Monitor(omni::giopConnection::notifyReadable_t func, void
 
 ActiveConnection::ActiveConnection(Stream stream, const std::string &myaddr,
                                    const std::string &peeraddr)
-    : Connection(std::move(stream), ActiveCollection::singleton().selector(), myaddr, peeraddr) {
-}
+    : Connection(std::move(stream), ActiveCollection::singleton().selector(), myaddr, peeraddr) {}
 
 ActiveConnection::~ActiveConnection() {
     if (registered_) ActiveCollection::singleton().removed();

@@ -16,9 +16,9 @@ int ms_until(const omni_time_t &deadline) {
     omni_time_t now;
     omni_thread::get_time(now);
     if (deadline <= now) return 0;
-    long long ns = (static_cast<long long>(deadline.s) - static_cast<long long>(now.s)) *
-                       1000000000LL +
-                   (static_cast<long long>(deadline.ns) - static_cast<long long>(now.ns));
+    long long ns =
+        (static_cast<long long>(deadline.s) - static_cast<long long>(now.s)) * 1000000000LL +
+        (static_cast<long long>(deadline.ns) - static_cast<long long>(now.ns));
     return static_cast<int>((ns + 999999) / 1000000);
 }
 
@@ -122,8 +122,10 @@ void Connection::clearSelectable() {
     selector_->clear_selectable(this);
 }
 
+// Whether the connection can be watched at all (omniORB's select() may run out of
+// fd_set room), not whether it is watched now: ours always can.
 CORBA::Boolean Connection::isSelectable() {
-    return selector_->is_selectable(this);
+    return fd_ >= 0;
 }
 
 CORBA::Boolean Connection::Peek() {

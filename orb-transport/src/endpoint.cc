@@ -3,8 +3,8 @@
 // Selector that watches the accepted connections.
 #include "omnivipl.h"
 
-#include <omniORB4/omniURI.h>
 #include <objectAdapter.h>
+#include <omniORB4/omniURI.h>
 
 #include <poll.h>
 #include <random>
@@ -43,8 +43,10 @@ const char *Endpoint::address() const {
 CORBA::Boolean Endpoint::Bind() {
     Uri u;
     u.transport = provider_;
-    if (!host_.empty()) u.host = host_;
-    else u.host = provider_ == Transport::tcp ? "0.0.0.0" : host_name();
+    if (!host_.empty())
+        u.host = host_;
+    else
+        u.host = provider_ == Transport::tcp ? "0.0.0.0" : host_name();
     Transport resolved = u.resolved();
 
     std::error_code ec;

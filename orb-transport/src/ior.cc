@@ -5,8 +5,8 @@
 #include "omnivipl.h"
 
 #include <omniORB4/IOP_S.h>
-#include <omniORB4/omniInterceptors.h>
 #include <omniORB4/omniIOR.h>
+#include <omniORB4/omniInterceptors.h>
 
 #include <mutex>
 

@@ -33,12 +33,12 @@ namespace vipl::orb {
 
 // ---------------------------------------------------------------- options.cc
 struct Options {
-    uint32_t spin_us = 20;      // viplSpinTime: polling before sleeping in Send/Recv/Peek
+    uint32_t spin_us = 20;            // viplSpinTime: polling before sleeping in Send/Recv/Peek
     uint32_t buffer_size = 64 * 1024; // viplBufferSize
-    uint32_t recv_buffers = 16; // viplRecvBuffers
-    uint32_t send_buffers = 16; // viplSendBuffers
+    uint32_t recv_buffers = 16;       // viplRecvBuffers
+    uint32_t send_buffers = 16;       // viplSendBuffers
     Transport provider = Transport::automatic; // viplProvider: auto | shm | tcp
-    uint32_t linger_ms = 1000;  // viplLinger: how long closing waits for the peer
+    uint32_t linger_ms = 1000;                 // viplLinger: how long closing waits for the peer
 };
 Options &options();
 StreamOptions stream_options();

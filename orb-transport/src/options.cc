@@ -29,9 +29,12 @@ StreamOptions stream_options() {
 
 const char *provider_name(Transport t) {
     switch (t) {
-    case Transport::shm: return "shm";
-    case Transport::tcp: return "tcp";
-    default: return "auto";
+    case Transport::shm:
+        return "shm";
+    case Transport::tcp:
+        return "tcp";
+    default:
+        return "auto";
     }
 }
 
@@ -56,20 +59,25 @@ const Row kRows[] = {
      "-ORBviplSendBuffers <1..256>", &Options::send_buffers, 1, 256},
     {"viplLinger", "viplLinger = ms a closing connection waits for the peer (0..60000)",
      "-ORBviplLinger <0..60000 ms>", &Options::linger_ms, 0, 60000},
-    {"viplProvider", "viplProvider = auto | shm | tcp", "-ORBviplProvider <auto|shm|tcp>",
-     nullptr, 0, 0},
+    {"viplProvider", "viplProvider = auto | shm | tcp", "-ORBviplProvider <auto|shm|tcp>", nullptr,
+     0, 0},
 };
 
 class Handler : public omni::orbOptions::Handler {
 public:
-    explicit Handler(const Row &r) : omni::orbOptions::Handler(r.key, r.usage, 1, r.argv_usage), row_(r) {}
+    explicit Handler(const Row &r)
+        : omni::orbOptions::Handler(r.key, r.usage, 1, r.argv_usage), row_(r) {}
 
     void visit(const char *value, omni::orbOptions::Source) override {
         if (!row_.field) {
-            if (!strcmp(value, "auto")) options().provider = Transport::automatic;
-            else if (!strcmp(value, "shm")) options().provider = Transport::shm;
-            else if (!strcmp(value, "tcp")) options().provider = Transport::tcp;
-            else throw omni::orbOptions::BadParam(key(), value, "Expect auto, shm or tcp");
+            if (!strcmp(value, "auto"))
+                options().provider = Transport::automatic;
+            else if (!strcmp(value, "shm"))
+                options().provider = Transport::shm;
+            else if (!strcmp(value, "tcp"))
+                options().provider = Transport::tcp;
+            else
+                throw omni::orbOptions::BadParam(key(), value, "Expect auto, shm or tcp");
             return;
         }
         CORBA::ULong v;

@@ -184,8 +184,7 @@ bool Selector::peek(Connection *c) {
     while (!got) {
         auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0) break;
-        if (c->wait(static_cast<int>(left.count())))
-            got = c->readable_now() || c->is_shutdown();
+        if (c->wait(static_cast<int>(left.count()))) got = c->readable_now() || c->is_shutdown();
     }
 
     lock.lock();

@@ -102,8 +102,7 @@ public:
         if (omniORB::trace(10)) {
             omniORB::logger log;
             CORBA::String_var rule = omni::transportRules::clientRules().dumpRule(0);
-            log << "vipl: transport loaded, client rule '" << (rule.in() ? rule.in() : "")
-                << "'\n";
+            log << "vipl: transport loaded, client rule '" << (rule.in() ? rule.in() : "") << "'\n";
         }
     }
 

@@ -3,9 +3,9 @@
 // IOR stays valid across a restart on the same endpoints.
 #include "echo.hh"
 
-#include <dlfcn.h>
 #include <cstdio>
 #include <cstring>
+#include <dlfcn.h>
 #include <thread>
 #include <unistd.h>
 

@@ -304,8 +304,8 @@ TEST_CASE("ORB shutdown with open connections returns") {
 
 TEST_CASE("idle connections are scavenged and reopened") {
     Proc s;
-    std::string ior = start_server(s, kBoth + Args{"-ORBscanGranularity", "1",
-                                                   "-ORBinConScanPeriod", "1"});
+    std::string ior =
+        start_server(s, kBoth + Args{"-ORBscanGranularity", "1", "-ORBinConScanPeriod", "1"});
     auto r = run_client(ior, {"idle", "4"});
     CHECK(r.code == 0);
     CHECK(value(r.out, "vipl_connected") >= 2);

@@ -41,6 +41,6 @@ int vipl_omni_version(void);
 }
 #endif
 
-#define VIPL_OMNI_FORCE_LINK()                                                                   \
-    extern "C" int vipl_omni_version(void);                                                      \
+#define VIPL_OMNI_FORCE_LINK()                                                                     \
+    extern "C" int vipl_omni_version(void);                                                        \
     [[maybe_unused]] static int (*const vipl_omni_force_link_)(void) = &vipl_omni_version
