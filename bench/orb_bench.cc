@@ -26,8 +26,7 @@ void pin(int cpu) {
 }
 
 double us_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-        .count();
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
 }
 
 } // namespace
@@ -37,10 +36,14 @@ int main(int argc, char **argv) {
     int iters = 5000;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string k = argv[i];
-        if (k == "--transport") transport = argv[i + 1];
-        else if (k == "--placement") placement = argv[i + 1];
-        else if (k == "--iters") iters = atoi(argv[i + 1]);
-        else if (k == "--server") server = argv[i + 1];
+        if (k == "--transport")
+            transport = argv[i + 1];
+        else if (k == "--placement")
+            placement = argv[i + 1];
+        else if (k == "--iters")
+            iters = atoi(argv[i + 1]);
+        else if (k == "--server")
+            server = argv[i + 1];
     }
     alarm(120);
     std::string ep = transport == "tcp"    ? "giop:tcp:127.0.0.1:0"

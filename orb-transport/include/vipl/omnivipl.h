@@ -12,7 +12,7 @@
 //   viplBufferSize   bytes per message buffer (default 65536)
 //   viplRecvBuffers  receive buffers per connection (default 16)
 //   viplSendBuffers  send buffers per connection (default 16)
-//   viplLinger       ms a closing connection waits for the peer (default 100)
+//   viplLinger       ms a closing connection waits for the peer (default 1000)
 //   viplProvider     auto | shm | tcp (default auto: shm for this host)
 //
 // Thread and signal rules: the functions below are thread-safe and not
