@@ -12,6 +12,8 @@ packages=(
     python3 python3-matplotlib
     util-linux procps iproute2 strace
     libboost-dev
+    # orb-transport: omniORB 4.2 (internal headers), its IDL compiler, the naming service
+    libomniorb4-dev omniidl omniorb-nameserver
     # the byte-order test: a big-endian (s390x) peer, cross-built, run under qemu-user
     g++-s390x-linux-gnu qemu-user
 )

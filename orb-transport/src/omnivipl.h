@@ -1,0 +1,264 @@
+// The giop:vipl transport's private declarations: one class per file in this folder.
+//
+//   options.cc     the configuration table (-ORBvipl... / omniORB.cfg keys)
+//   identity.cc    this host's identity, published in IORs
+//   ior.cc         the IOR component: encodeIOR / decodeIOR interceptors
+//   selector.cc    the server loop: poll over connections, lazy setSelectable, Peek
+//   connection.cc  one Stream as a giopConnection (Send/Recv/Shutdown)
+//   address.cc     giopAddress: Connect
+//   active.cc      giopActiveConnection / giopActiveCollection (bidirectional GIOP)
+//   endpoint.cc    giopEndpoint: Bind, the accept thread, AcceptAndMonitor
+//   transport.cc   giopTransportImpl "giop:vipl", the initialiser, transport rules
+//
+// omniORB's classes live in namespace omni; ours in vipl::orb.  Built against the
+// internal headers of omniORB 4.2.5: another omniORB version needs a rebuild.
+#pragma once
+
+#include <omniORB4/CORBA.h>
+#include <omniORB4/giopEndpoint.h>
+
+#include "vipl/stream.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace vipl::orb {
+
+// ---------------------------------------------------------------- options.cc
+struct Options {
+    uint32_t spin_us = 20;            // viplSpinTime: polling before sleeping in Send/Recv/Peek
+    uint32_t buffer_size = 64 * 1024; // viplBufferSize
+    uint32_t recv_buffers = 16;       // viplRecvBuffers
+    uint32_t send_buffers = 16;       // viplSendBuffers
+    Transport provider = Transport::automatic; // viplProvider: auto | shm | tcp
+    uint32_t linger_ms = 1000;                 // viplLinger: how long closing waits for the peer
+};
+Options &options();
+StreamOptions stream_options();
+// Registers the option handlers with omniORB (before ORB_init parses options).
+void register_option_handlers();
+// "shm", "tcp", "auto".
+const char *provider_name(Transport t);
+
+// ---------------------------------------------------------------- identity.cc
+// "<hostname>/<boot id>": equal only for processes on the same running kernel.
+const std::string &host_identity();
+// This host's name as published (gethostname()).
+const std::string &host_name();
+
+// ---------------------------------------------------------------- ior.cc
+// Our IOR component tag ("VIPL"); omniORB uses 0x41545401-04, TAO 0x54414f00-0f.
+inline constexpr uint32_t kTagViplTransport = 0x5649504c;
+// Remembers a published endpoint for the encodeIOR interceptor.
+void publish_address(const std::string &host, uint16_t port, Transport provider);
+void install_ior_interceptors();
+void remove_ior_interceptors();
+
+// ---------------------------------------------------------------- selector.cc
+class Connection;
+
+// The loop behind AcceptAndMonitor and giopActiveCollection::Monitor: one thread scans
+// the connections marked selectable and calls back when one has data.  Mirrors
+// omniORB's SocketCollection: setSelectable(now=0) is seen at the next scan
+// (scan_interval), now=1 and data_in_buffer wake the loop, Peek() watches one
+// connection for one scan interval without the loop dispatching it.
+class Selector : public std::enable_shared_from_this<Selector> {
+public:
+    static constexpr int kScanMs = 50;
+    static constexpr int kIdleScans = 20;
+
+    Selector();
+    ~Selector();
+    Selector(const Selector &) = delete;
+    Selector &operator=(const Selector &) = delete;
+
+    void add(Connection *c);
+    void remove(Connection *c);
+    void set_selectable(Connection *c, int now, bool data_in_buffer);
+    void clear_selectable(Connection *c);
+    bool is_selectable(Connection *c);
+    bool peek(Connection *c);
+
+    // Waits at most one scan interval (or until woken) and calls func for every
+    // selectable connection with data.  `extra_fd` (or -1) is polled too; returns true
+    // when it was readable.
+    bool select(omni::giopConnection::notifyReadable_t func, void *cookie, int extra_fd);
+    // Makes a select() in progress return.
+    void wake();
+    bool empty();
+
+private:
+    struct Entry {
+        Connection *conn;
+        bool selectable = false;
+        bool data_in_buffer = false;
+        bool peeking = false;
+        bool peek_go = false;
+        bool polled = false;
+    };
+    Entry *find(Connection *c);
+
+    std::mutex mu_;
+    std::condition_variable peek_cv_;
+    std::vector<Entry> entries_;
+    bool changed_ = true;
+    bool force_scan_ = true;
+    int idle_ = kIdleScans;
+    Clock::time_point next_scan_{};
+    std::vector<Connection *> polled_; // the connections of the last scan
+    int wake_fd_ = -1;
+};
+
+// ---------------------------------------------------------------- connection.cc
+// Milliseconds until an omniORB deadline (rounded up), -1 for none (0), 0 when past.
+int ms_until(const omni_time_t &deadline);
+
+class Connection : public omni::giopConnection {
+public:
+    Connection(Stream stream, std::shared_ptr<Selector> selector, std::string myaddr,
+               std::string peeraddr);
+    ~Connection() override;
+
+    int Send(void *buf, size_t sz, const omni_time_t &deadline) override;
+    int Recv(void *buf, size_t sz, const omni_time_t &deadline) override;
+    void Shutdown() override;
+    const char *myaddress() override { return my_.c_str(); }
+    const char *peeraddress() override { return peer_.c_str(); }
+    void setSelectable(int now = 0, CORBA::Boolean data_in_buffer = 0) override;
+    void clearSelectable() override;
+    CORBA::Boolean isSelectable() override;
+    CORBA::Boolean Peek() override;
+
+    int fd() const { return fd_; }
+    // True when a read would return something now (data, end or error); moves the
+    // stream first, so that a spurious wake-up of fd() (a send completion, a credit)
+    // reports false.  Takes the stream's lock briefly.
+    bool readable_now();
+    // Waits until fd() or shutdown is readable, at most timeout_ms (-1: no limit).
+    // Returns false on timeout.
+    bool wait(int timeout_ms);
+    bool is_shutdown() const { return shutdown_.load(std::memory_order_acquire); }
+
+private:
+    std::mutex mu_; // serialises the Stream; never held while sleeping
+    Stream stream_;
+    int fd_;
+    int shutdown_fd_;
+    std::atomic<bool> shutdown_{false};
+    std::shared_ptr<Selector> selector_;
+    std::string my_, peer_;
+};
+
+// ---------------------------------------------------------------- address.cc
+class Address : public omni::giopAddress {
+public:
+    Address(std::string host, uint16_t port, Transport provider);
+    // Parses "<host>:<port>" (the part after "giop:vipl:"); null if malformed.
+    static Address *parse(const char *param);
+
+    const char *type() const override { return "giop:vipl"; }
+    const char *address() const override { return text_.c_str(); }
+    const char *host() const override { return host_.c_str(); }
+    omni::giopActiveConnection *Connect(const omni_time_t &deadline, CORBA::ULong strand_flags,
+                                        CORBA::Boolean &timed_out) const override;
+    omni::giopAddress *duplicate() const override;
+    omni::giopAddress *duplicate(const char *host) const override;
+    // The common URI that reaches this address.
+    Uri uri() const;
+
+private:
+    std::string host_;
+    uint16_t port_;
+    Transport provider_;
+    std::string text_;
+};
+
+// ---------------------------------------------------------------- active.cc
+class ActiveCollection : public omni::giopActiveCollection {
+public:
+    static ActiveCollection &singleton();
+    const char *type() const override { return "giop:vipl"; }
+    void Monitor(omni::giopConnection::notifyReadable_t func, void *cookie) override;
+    CORBA::Boolean isEmpty() const override;
+    void deactivate() override;
+    const std::shared_ptr<Selector> &selector() const { return selector_; }
+    void added();
+    void removed();
+
+private:
+    ActiveCollection();
+    std::shared_ptr<Selector> selector_;
+    mutable std::mutex mu_;
+    int count_ = 0;
+    bool active_ = true;
+};
+
+// As omniORB's own transports: one object is both, and omniORB deletes it through the
+// giopConnection when its last reference goes.
+class ActiveConnection : public omni::giopActiveConnection, public Connection {
+public:
+    ActiveConnection(Stream stream, const std::string &myaddr, const std::string &peeraddr);
+    ~ActiveConnection() override;
+    omni::giopActiveCollection *registerMonitor() override;
+    omni::giopConnection &getConnection() override { return *this; }
+
+private:
+    bool registered_ = false;
+};
+
+// ---------------------------------------------------------------- endpoint.cc
+class Endpoint : public omni::giopEndpoint {
+public:
+    Endpoint(std::string host, uint16_t port, Transport provider);
+    static Endpoint *parse(const char *param);
+    ~Endpoint() override;
+
+    const char *type() const override { return "giop:vipl"; }
+    const char *address() const override;
+    const omni::orbServer::EndpointList *addresses() const override { return &addresses_; }
+    CORBA::Boolean publish(const omni::orbServer::PublishSpecs &specs, CORBA::Boolean all_specs,
+                           CORBA::Boolean all_eps,
+                           omni::orbServer::EndpointList &published) override;
+    CORBA::Boolean Bind() override;
+    omni::giopConnection *AcceptAndMonitor(omni::giopConnection::notifyReadable_t func,
+                                           void *cookie) override;
+    void Poke() override;
+    void Shutdown() override;
+
+private:
+    void accept_loop();
+    void stop_accepting();
+
+    std::string host_; // as given ("" = this host)
+    uint16_t port_;    // as given (0 = any)
+    Transport provider_;
+    std::string bound_host_;
+    uint16_t bound_port_ = 0;
+    Transport bound_provider_ = Transport::shm;
+    omni::orbServer::EndpointList addresses_;
+    std::shared_ptr<Selector> selector_;
+    Listener listener_;
+    std::thread acceptor_;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> poked_{false};
+    std::mutex mu_;
+    std::deque<Stream> accepted_;
+    int accept_fd_ = -1; // eventfd: readable while accepted_ is not empty
+};
+
+// ---------------------------------------------------------------- transport.cc
+// Counters for tests and tools (vipl_omni_stats).
+struct Stats {
+    std::atomic<uint64_t> accepted{0};
+    std::atomic<uint64_t> connected{0};
+};
+Stats &stats();
+
+} // namespace vipl::orb

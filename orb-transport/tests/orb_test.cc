@@ -1,0 +1,312 @@
+// The transport with real omniORB programs: an echo server and client (omniidl-compiled),
+// started as processes, every wait bounded.
+#define CATCH_CONFIG_MAIN
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using Args = std::vector<std::string>;
+const std::string kBin = ORB_BIN_DIR;
+
+struct Proc {
+    pid_t pid = -1;
+    int out = -1; // its stdout
+    int in = -1;  // its stdin
+    std::string buffered;
+
+    Proc() = default;
+    Proc(const Proc &) = delete;
+    ~Proc() {
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+        if (out >= 0) close(out);
+        if (in >= 0) close(in);
+    }
+
+    // Reads a line of its output, waiting at most timeout_ms; "" on timeout or end.
+    std::string line(int timeout_ms) {
+        auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        for (;;) {
+            auto nl = buffered.find('\n');
+            if (nl != std::string::npos) {
+                std::string l = buffered.substr(0, nl);
+                buffered.erase(0, nl + 1);
+                return l;
+            }
+            int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            end - std::chrono::steady_clock::now())
+                                            .count());
+            if (left <= 0) return "";
+            pollfd p{out, POLLIN, 0};
+            if (poll(&p, 1, left) <= 0) return "";
+            char buf[4096];
+            ssize_t n = read(out, buf, sizeof buf);
+            if (n <= 0) return "";
+            buffered.append(buf, n);
+        }
+    }
+
+    // Everything it writes until it exits (at most timeout_ms).
+    std::string rest(int timeout_ms) {
+        std::string all = buffered;
+        buffered.clear();
+        for (std::string l; !(l = line(timeout_ms)).empty() || !buffered.empty();) all += l + "\n";
+        return all;
+    }
+
+    // Its exit code (128+signal), or -1 after killing it at the timeout.
+    int wait(int timeout_ms) {
+        auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+        int st;
+        while (std::chrono::steady_clock::now() < end) {
+            pid_t r = waitpid(pid, &st, WNOHANG);
+            if (r == pid) {
+                pid = -1;
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        pid = -1;
+        return -1;
+    }
+};
+
+void spawn(Proc &p, const std::string &prog, const Args &args, bool preload = false) {
+    int o[2], i[2];
+    REQUIRE(pipe2(o, O_CLOEXEC) == 0);
+    REQUIRE(pipe2(i, O_CLOEXEC) == 0);
+    std::vector<std::string> all{kBin + "/" + prog};
+    all.insert(all.end(), args.begin(), args.end());
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        dup2(o[1], 1);
+        dup2(i[0], 0);
+        if (preload) setenv("LD_PRELOAD", ORB_PLUGIN, 1);
+        setenv("OMNIORB_CONFIG", "/dev/null", 1);
+        setenv("ORBgiopMaxMsgSize", "33554432", 1); // the 16 MiB echo
+        std::vector<char *> argv;
+        for (auto &a : all) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        execv(argv[0], argv.data());
+        _exit(127);
+    }
+    close(o[1]);
+    close(i[0]);
+    p.pid = pid;
+    p.out = o[0];
+    p.in = i[1];
+}
+
+// Starts a server and returns its IOR.
+std::string start_server(Proc &p, const Args &orb_args, const std::string &prog = "orb-echo-server",
+                         bool preload = false) {
+    spawn(p, prog, orb_args, preload);
+    std::string ior = p.line(15000);
+    REQUIRE(ior.rfind("IOR:", 0) == 0);
+    return ior;
+}
+
+struct Result {
+    int code;
+    std::string out;
+};
+
+Result run_client(const std::string &ior, const Args &args, const Args &orb_args = {},
+                  const std::string &prog = "orb-echo-client", bool preload = false,
+                  int timeout_ms = 60000) {
+    Proc c;
+    Args all{ior};
+    all.insert(all.end(), args.begin(), args.end());
+    all.insert(all.end(), orb_args.begin(), orb_args.end());
+    spawn(c, prog, all, preload);
+    std::string out = c.rest(timeout_ms);
+    int code = c.wait(5000);
+    UNSCOPED_INFO("client " << args[0] << " exit " << code << ":\n" << out);
+    return {code, out};
+}
+
+bool contains(const std::string &s, const std::string &what) {
+    return s.find(what) != std::string::npos;
+}
+
+long long value(const std::string &out, const std::string &key) {
+    auto at = out.find(key + "=");
+    if (at == std::string::npos) return -2;
+    return std::stoll(out.substr(at + key.size() + 1));
+}
+
+const Args kBoth = {"-ORBendPoint", "giop:vipl::0", "-ORBendPoint", "giop:tcp:127.0.0.1:0"};
+const Args kPool = {"-ORBthreadPerConnectionPolicy", "0"};
+
+Args operator+(Args a, const Args &b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+long long server_accepted(const std::string &ior) {
+    auto r = run_client(ior, {"server-accepted"}, {"-ORBclientTransportRule", "* tcp"});
+    REQUIRE(r.code == 0);
+    return value(r.out, "server_accepted");
+}
+
+} // namespace
+
+TEST_CASE("null call and 1 KiB 64 KiB 16 MiB payloads over vipl in thread-per-connection mode") {
+    Proc s;
+    std::string ior = start_server(s, kBoth);
+    auto r = run_client(ior, {"sizes"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "vipl_connected") >= 1);
+    CHECK(server_accepted(ior) >= 1);
+}
+
+TEST_CASE("payloads and concurrent calls in thread-pool mode") {
+    Proc s;
+    std::string ior = start_server(s, kBoth + kPool);
+    auto r = run_client(ior, {"sizes"});
+    CHECK(r.code == 0);
+    r = run_client(ior, {"concurrent", "8", "200"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "vipl_connected") >= 1);
+}
+
+TEST_CASE("concurrent clients in both threading modes") {
+    auto mode = GENERATE(0, 1);
+    Proc s;
+    std::string ior = start_server(s, mode ? kBoth + kPool : kBoth);
+    std::vector<std::unique_ptr<Proc>> cs;
+    for (int i = 0; i < 4; ++i) {
+        cs.push_back(std::make_unique<Proc>());
+        spawn(*cs.back(), "orb-echo-client", {ior, "concurrent", "4", "300"});
+    }
+    for (auto &c : cs) {
+        std::string out = c->rest(60000);
+        INFO(out);
+        CHECK(c->wait(5000) == 0);
+        CHECK(value(out, "vipl_connected") >= 1);
+    }
+}
+
+TEST_CASE("call timeout is honoured") {
+    Proc s;
+    std::string ior = start_server(s, kBoth);
+    auto r = run_client(ior, {"timeout"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "timeout_ms") < 2000);
+}
+
+TEST_CASE("a server killed mid-call gives COMM_FAILURE or TRANSIENT") {
+    auto pool = GENERATE(0, 1);
+    Proc s;
+    std::string ior = start_server(s, pool ? kBoth + kPool : kBoth);
+    Proc c;
+    spawn(c, "orb-echo-client", {ior, "death"});
+    REQUIRE(c.line(15000) == "pinged");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(s.pid, SIGKILL);
+    std::string out = c.rest(10000);
+    INFO(out);
+    CHECK(c.wait(5000) == 0);
+    CHECK((contains(out, "COMM_FAILURE") || contains(out, "TRANSIENT")));
+}
+
+TEST_CASE("a restarted server is reached again with the same IOR") {
+    std::string vport = std::to_string(30000 + getpid() % 9000);
+    std::string tport = std::to_string(40000 + getpid() % 9000);
+    Args eps = {"-ORBendPoint", "giop:vipl::" + vport, "-ORBendPoint",
+                "giop:tcp:127.0.0.1:" + tport};
+    auto s = std::make_unique<Proc>();
+    std::string ior = start_server(*s, eps);
+    Proc c;
+    spawn(c, "orb-echo-client", {ior, "restart"});
+    REQUIRE(c.line(15000) == "pinged");
+    s.reset(); // SIGKILL
+    auto s2 = std::make_unique<Proc>();
+    start_server(*s2, eps);
+    REQUIRE(write(c.in, "\n", 1) == 1);
+    std::string out = c.rest(30000);
+    INFO(out);
+    CHECK(c.wait(5000) == 0);
+    CHECK(value(out, "vipl_connected") >= 2);
+}
+
+TEST_CASE("clients with and without the plug-in on one server") {
+    Proc s;
+    std::string ior = start_server(s, kBoth);
+    Proc a, b;
+    spawn(a, "orb-echo-client", {ior, "concurrent", "2", "300"});
+    spawn(b, "orb-echo-client-plain", {ior, "concurrent", "2", "300"});
+    std::string oa = a.rest(60000), ob = b.rest(60000);
+    INFO(oa << ob);
+    CHECK(a.wait(5000) == 0);
+    CHECK(b.wait(5000) == 0);
+    CHECK(value(oa, "vipl_connected") >= 1);
+    CHECK(value(ob, "vipl_connected") == -1); // no plug-in: TCP
+}
+
+TEST_CASE("unmodified omniORB programs get vipl by LD_PRELOAD") {
+    Proc s;
+    std::string ior = start_server(s, kBoth, "orb-echo-server-plain", true);
+    auto r = run_client(ior, {"sizes"}, {}, "orb-echo-client-plain", true);
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "vipl_connected") >= 1);
+    CHECK(server_accepted(ior) >= 1);
+}
+
+TEST_CASE("a vipl-only server serves plug-in clients and refuses others") {
+    Proc s;
+    std::string ior = start_server(s, {"-ORBendPoint", "giop:vipl::0"});
+    auto r = run_client(ior, {"sizes"});
+    CHECK(r.code == 0);
+    r = run_client(ior, {"sizes"}, {}, "orb-echo-client-plain");
+    CHECK(r.code == 3);
+    CHECK(contains(r.out, "TRANSIENT"));
+}
+
+TEST_CASE("the user's transport rules win") {
+    Proc s;
+    std::string ior = start_server(s, kBoth);
+    auto r = run_client(ior, {"sizes"}, {"-ORBclientTransportRule", "* tcp"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "vipl_connected") == 0);
+    r = run_client(ior, {"sizes"}, {"-ORBclientTransportRule", "* vipl,tcp"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "vipl_connected") >= 1);
+}
+
+TEST_CASE("ORB shutdown with open connections returns") {
+    auto pool = GENERATE(0, 1);
+    Proc s;
+    std::string ior = start_server(s, pool ? kBoth + kPool : kBoth);
+    Proc idle; // a second client holding a connection open
+    spawn(idle, "orb-echo-client", {ior, "idle", "20"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto r = run_client(ior, {"shutdown"});
+    CHECK(r.code == 0);
+    CHECK(s.wait(10000) == 0);
+}
+
+TEST_CASE("idle connections are scavenged and reopened") {
+    Proc s;
+    std::string ior =
+        start_server(s, kBoth + Args{"-ORBscanGranularity", "1", "-ORBinConScanPeriod", "1"});
+    auto r = run_client(ior, {"idle", "4"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "vipl_connected") >= 2);
+}
