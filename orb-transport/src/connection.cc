@@ -1,11 +1,12 @@
 // One Stream as a giopConnection.  omniORB may Send on a connection while another of its
 // threads is blocked in Recv on it, but a Stream is single-threaded: every stream call
 // takes mu_, and nobody sleeps holding it.  The stream is non-blocking; a caller that
-// must wait spins a little (options().spin_us), then sleeps in poll() on the stream's
-// fd and the connection's shutdown eventfd, and tries again.
+// must wait spins a little (spin_budget()), then sleeps in poll() on the stream's fd and
+// the connection's shutdown eventfd, and tries again.
 #include "omnivipl.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -24,6 +25,15 @@ int ms_until(const omni_time_t &deadline) {
 
 namespace {
 
+constexpr unsigned kSpinMissesMax = 10;
+
+// Whether sched_yield() gave the CPU to another task (it returns at once otherwise).
+bool yield_ran_other() {
+    auto t = Clock::now();
+    sched_yield();
+    return Clock::now() - t > std::chrono::microseconds(3);
+}
+
 bool would_block(const std::error_code &ec) {
     return ec == std::errc::operation_would_block;
 }
@@ -33,7 +43,8 @@ bool would_block(const std::error_code &ec) {
 Connection::Connection(Stream stream, std::shared_ptr<Selector> selector, std::string myaddr,
                        std::string peeraddr)
     : stream_(std::move(stream)), fd_(stream_.fd()),
-      shutdown_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), selector_(std::move(selector)),
+      shutdown_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      progress_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), selector_(std::move(selector)),
       my_(std::move(myaddr)), peer_(std::move(peeraddr)) {
     stream_.set_nonblocking(true);
     selector_->add(this);
@@ -46,6 +57,18 @@ Connection::~Connection() {
         stream_.close(deadline_in(std::chrono::milliseconds(options().linger_ms)));
     }
     if (shutdown_fd_ >= 0) close(shutdown_fd_);
+    if (progress_fd_ >= 0) close(progress_fd_);
+}
+
+template <typename Op>
+auto Connection::locked(Op op, bool sending) {
+    std::lock_guard lock(mu_);
+    auto r = op();
+    if (send_waiting_ && !sending) {
+        uint64_t one = 1;
+        [[maybe_unused]] ssize_t n = write(progress_fd_, &one, sizeof one);
+    }
+    return r;
 }
 
 bool Connection::wait(int timeout_ms) {
@@ -54,53 +77,82 @@ bool Connection::wait(int timeout_ms) {
 }
 
 bool Connection::readable_now() {
-    {
-        std::lock_guard lock(mu_);
-        std::error_code ec;
-        stream_.progress(ec);
-        if (ec) return true; // a read would report it
-    }
+    bool broken = locked(
+        [&] {
+            std::error_code ec;
+            stream_.progress(ec);
+            return static_cast<bool>(ec);
+        },
+        false);
+    if (broken) return true; // a read would report it
     pollfd p{fd_, POLLIN, 0};
     return poll(&p, 1, 0) > 0;
 }
 
-constexpr int kMaxSleepMs = 10;
+std::chrono::microseconds Connection::spin_budget() {
+    unsigned misses = spin_misses_.load(std::memory_order_relaxed);
+    if (misses >= kSpinMissesMax && (spin_probe_.fetch_add(1, std::memory_order_relaxed) & 31) != 0)
+        return std::chrono::microseconds(0);
+    return std::chrono::microseconds(options().spin_us >> std::min(misses, kSpinMissesMax));
+}
+
+void Connection::spin_outcome(bool won) {
+    unsigned misses = spin_misses_.load(std::memory_order_relaxed);
+    if (won)
+        spin_misses_.store(0, std::memory_order_relaxed);
+    else if (misses < kSpinMissesMax)
+        spin_misses_.store(misses + 1, std::memory_order_relaxed);
+}
 
 template <typename Op>
-static int transfer(Connection &c, std::mutex &mu, const omni_time_t &deadline, Op op) {
-    auto spin = std::chrono::microseconds(options().spin_us);
+int Connection::transfer(const omni_time_t &deadline, bool sending, Op op) {
+    auto spin = spin_budget();
     auto spin_end = Clock::now() + spin;
-    for (;;) {
-        if (c.is_shutdown()) return -1;
+    bool spinning = spin.count() > 0;
+    bool handed_cpu = false; // a yield ran another task here: the answer came from a peer
+                             // on this CPU, which sleeping serves as well
+    for (unsigned i = 0;; ++i) {
+        if (is_shutdown()) return -1;
         std::error_code ec;
-        size_t n;
-        {
-            std::lock_guard lock(mu);
-            n = op(ec);
+        size_t n = locked(
+            [&] {
+                size_t got = op(ec);
+                if (sending) send_waiting_ = ec == std::errc::operation_would_block;
+                return got;
+            },
+            sending);
+        if (!ec) {
+            if (spinning) spin_outcome(!handed_cpu);
+            return n == 0 ? -1 : static_cast<int>(n); // 0: the peer closed
         }
-        if (!ec) return n == 0 ? -1 : static_cast<int>(n); // 0: the peer closed
         if (!would_block(ec)) return -1;
-        if (spin.count() && Clock::now() < spin_end) continue;
+        if (spinning) {
+            // A peer on this CPU answers only if we let it run.
+            if ((i & 3) == 3) handed_cpu |= yield_ran_other();
+            if (Clock::now() < spin_end) continue;
+            spin_outcome(false);
+            spinning = false;
+        }
         int t = ms_until(deadline);
         if (t == 0) return 0;
-        // Large transfers were seen to stall with both ends asleep on fd() (a wake-up
-        // lost inside the stream, under investigation): never sleep long without
-        // moving the stream again.
-        if (t < 0 || t > kMaxSleepMs) t = kMaxSleepMs;
-        if (!c.wait(t) && ms_until(deadline) == 0) return 0;
+        pollfd fds[3] = {{fd_, POLLIN, 0}, {shutdown_fd_, POLLIN, 0}, {progress_fd_, POLLIN, 0}};
+        int ready = poll(fds, sending ? 3 : 2, t);
+        if (sending && fds[2].revents) {
+            uint64_t v;
+            [[maybe_unused]] ssize_t r = read(progress_fd_, &v, sizeof v);
+        }
+        if (ready == 0 && ms_until(deadline) == 0) return 0;
     }
 }
 
 int Connection::Send(void *buf, size_t sz, const omni_time_t &deadline) {
     auto data = std::span(static_cast<const std::byte *>(buf), sz);
-    return transfer(*this, mu_, deadline,
-                    [&](std::error_code &ec) { return stream_.write(data, ec); });
+    return transfer(deadline, true, [&](std::error_code &ec) { return stream_.write(data, ec); });
 }
 
 int Connection::Recv(void *buf, size_t sz, const omni_time_t &deadline) {
     auto data = std::span(static_cast<std::byte *>(buf), sz);
-    return transfer(*this, mu_, deadline,
-                    [&](std::error_code &ec) { return stream_.read(data, ec); });
+    return transfer(deadline, false, [&](std::error_code &ec) { return stream_.read(data, ec); });
 }
 
 void Connection::Shutdown() {

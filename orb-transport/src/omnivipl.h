@@ -146,11 +146,28 @@ public:
     bool wait(int timeout_ms);
     bool is_shutdown() const { return shutdown_.load(std::memory_order_acquire); }
 
+    // How long a waiter polls before it sleeps: options().spin_us, halved for each wait
+    // in a row whose spin found nothing (a peer on this very CPU cannot answer while we
+    // spin), down to none; every 32nd wait tries the full budget again.
+    std::chrono::microseconds spin_budget();
+    void spin_outcome(bool won);
+
 private:
+    template <typename Op>
+    int transfer(const omni_time_t &deadline, bool sending, Op op);
+    // Runs op on the stream under mu_.  A call that moves the stream may take the
+    // credits a blocked Send waits for (they leave no readiness on fd()): it rings
+    // progress_fd_, which that Send also polls.
+    template <typename Op>
+    auto locked(Op op, bool sending);
+
     std::mutex mu_; // serialises the Stream; never held while sleeping
     Stream stream_;
     int fd_;
     int shutdown_fd_;
+    int progress_fd_;
+    bool send_waiting_ = false; // under mu_; omniORB sends from one thread at a time
+    std::atomic<unsigned> spin_misses_{0}, spin_probe_{0};
     std::atomic<bool> shutdown_{false};
     std::shared_ptr<Selector> selector_;
     std::string my_, peer_;

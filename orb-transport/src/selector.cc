@@ -7,6 +7,7 @@
 #include "omnivipl.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -177,10 +178,14 @@ bool Selector::peek(Connection *c) {
     lock.unlock();
 
     bool got = false;
-    auto spin_end = Clock::now() + std::chrono::microseconds(options().spin_us);
-    do {
+    auto spin = c->spin_budget();
+    auto spin_end = Clock::now() + spin;
+    for (unsigned i = 0;; ++i) {
         got = c->readable_now() || c->is_shutdown();
-    } while (!got && Clock::now() < spin_end);
+        if (got || Clock::now() >= spin_end) break;
+        if ((i & 3) == 3) sched_yield(); // a peer on this CPU answers only if it runs
+    }
+    if (spin.count()) c->spin_outcome(got);
     while (!got) {
         auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0) break;
