@@ -162,9 +162,16 @@ static bool take(WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
 
 // After a Done found nothing, a program waiting on the fd must be woken by the next event.
 static void rearm_for_fd(Vi *vi) {
-    // The fd may have been woken by the peer hanging up: act on it now, not
-    // at the next periodic liveness check; that may flush the queues.
-    if (vi->prov) vi->nic->ops->vi->check_peer(vi);
+    // The fd may have been woken by the peer hanging up: act on it soon, not
+    // at the next periodic liveness check; that may flush the queues.  At
+    // most every 200 us: a program polling the fd calls Done again and again
+    // while traffic flows, and the look is a system call.
+    ViLocal &l = vis().local(vi);
+    uint64_t now = coarse_ns();
+    if (vi->prov && now >= l.next_peer_look) {
+        l.next_peer_look = now + 200000;
+        vi->nic->ops->vi->check_peer(vi);
+    }
     vi_rearm(vi);
     bool takeable = vi->sq.head != vi->sq.visible || vi->rq.head != vi->rq.visible;
     if (takeable || (vi->prov && vi->nic->ops->vi->pending(vi))) {
