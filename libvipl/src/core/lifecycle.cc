@@ -179,7 +179,7 @@ static void close_local(Vi *vi) {
 static void vi_leave_locked(Vi *vi) {
     notifier_watch_vi(vi, false);
     vis().retire(vi);
-    wait_users_gone(vi->users, vi->efd, vi->lock);
+    wait_users_gone(vi->sleepers, vi->efd, vi->lock);
     if (vi->prov) vi->nic->ops->vi->leave(vi);
     // The transport stays open in the holders that stay, and so do the epoll
     // sets we share with them: a set is one kernel object for all its
@@ -215,7 +215,7 @@ VIP_RETURN vi_destroy(Vi *vi, const void *handle, bool force) {
     if (vi->state.load() != VIP_STATE_IDLE) vi_disconnect_locked(vi);
     notifier_watch_vi(vi, false);
     vis().retire(vi);
-    wait_users_gone(vi->users, vi->efd, vi->lock);
+    wait_users_gone(vi->sleepers, vi->efd, vi->lock);
     if (vi->prov) nic->ops->vi->destroy(vi);
     vi->prov = nullptr;
     Cq *scq = vi->sq.cq, *rcq = vi->rq.cq;

@@ -193,6 +193,9 @@ struct Vi : Object {
 
     // Waiting.  efd is this VI's doorbell: peers and local threads write it.
     int efd = -1;
+    // Threads asleep in a wait (from just before they look at the VI a last
+    // time until they wake), which use its descriptors without the lock:
+    // destroying it waits for them to leave.
     std::atomic<int> sleepers{0};
     std::atomic<bool> kicked{false};
     std::atomic<bool> fd_mode{false};
@@ -211,13 +214,9 @@ struct Vi : Object {
 
     VIP_VI_COUNTERS counters{};
 
-    // Threads inside a wait on this VI, which use its descriptors without the
-    // lock: destroying it waits for them to leave (InUse).
-    std::atomic<int> users{0};
-
     // Back to a new VI's state, reused from the pool (lock held).  The lock
-    // and the counters that threads holding a stale pointer still move
-    // (sleepers, users: balanced, zero at rest) stay as they are.
+    // and the counter that threads holding a stale pointer still move
+    // (sleepers: balanced, zero at rest) stay as they are.
     void recycle() {
         index = 0;
         owner = 0;
@@ -267,7 +266,9 @@ struct Cq : Object {
     std::atomic<bool> fd_mode{false};
     void (*notify)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_BOOLEAN) = nullptr;
     VIP_PVOID notify_context = nullptr;
-    std::atomic<int> users{0}; // as Vi::users
+    // Threads inside a wait on this CQ, which use its descriptors without the
+    // lock: destroying it waits for them to leave (InUse).
+    std::atomic<int> users{0};
 
     // As Vi::recycle.
     void recycle() {

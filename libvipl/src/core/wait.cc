@@ -244,7 +244,6 @@ static bool direct_allowed(Vi *vi) {
 }
 
 VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
-    InUse in_use(vi->users);
     WorkQueue &q = recv ? vi->rq : vi->sq;
     VIP_RETURN rc;
     bool level;
