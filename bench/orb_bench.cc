@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <string>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,8 +35,13 @@ double us_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char **argv) {
     std::string transport = "vipl", placement = "cross", server = ORB_ECHO_SERVER;
     int iters = 5000;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
         std::string k = argv[i];
+        if (k == "--help" || i + 1 == argc) {
+            fprintf(stderr, "usage: %s [--transport tcp|unix|vipl] [--placement cross|same] "
+                            "[--iters N] [--server PATH]\n", argv[0]);
+            return k == "--help" ? 0 : 2;
+        }
         if (k == "--transport")
             transport = argv[i + 1];
         else if (k == "--placement")
@@ -46,13 +52,15 @@ int main(int argc, char **argv) {
             server = argv[i + 1];
     }
     alarm(120);
+    std::string sock = "/tmp/orb-bench-" + std::to_string(getpid());
     std::string ep = transport == "tcp"    ? "giop:tcp:127.0.0.1:0"
-                     : transport == "unix" ? "giop:unix:/tmp/orb-bench-" + std::to_string(getpid())
+                     : transport == "unix" ? "giop:unix:" + sock
                                            : "giop:vipl::0";
     int p[2];
     if (pipe(p) != 0) return 1;
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); // a client that dies (an exception) takes it along
         pin(placement == "same" ? 0 : 1);
         dup2(p[1], 1);
         setenv("OMNIORB_CONFIG", "/dev/null", 1);
@@ -105,5 +113,6 @@ int main(int argc, char **argv) {
     orb->destroy();
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
+    if (transport == "unix") unlink(sock.c_str()); // the killed server leaves its socket
     return 0;
 }
