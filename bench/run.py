@@ -8,7 +8,8 @@ noisy minute on a shared machine spreads over all transports instead of
 landing on one; results.csv holds the median over rounds.  After the rounds,
 the VI-scale fleets and the paper's sharing example run once.  Every child runs
 in its own session under a timeout and is killed with its process group if
-it hangs.
+it hangs.  VIPL_BENCH_PARTS (comma-separated, default all) picks the parts:
+latency, bandwidth, table5, namespaces, orb (per round), scale (once).
 """
 import csv
 import json
@@ -43,6 +44,14 @@ SCALE_RINGS = ["8192", "2048"]  # VIPL_SHM_RING_SIZE: the default and the smalle
 PAPER_SIZES = [(8, 64), (16, 256)]  # server processes x client processes
 PAPER_REPS = 3  # under a second each; the median tames the noise of /proc/meminfo
 SCALE_TIMEOUT_S = 240
+
+# Table 3: omniORB round trips, bench-orb once per transport and placement a round
+# (10,000 null and 10,000 1 KiB calls: a few seconds a round).
+ORB_TRANSPORTS = ["tcp", "unix", "vipl"]
+ORB_ITERS = 10000
+ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb"]
+ALL_PARTS = ROUND_PARTS + ["scale"]
+PARTS = [p for p in os.environ.get("VIPL_BENCH_PARTS", ",".join(ALL_PARTS)).split(",") if p]
 
 COLUMNS = ["benchmark", "transport", "placement", "size", "value", "unit", "iterations"]
 
@@ -352,6 +361,34 @@ class Runner:
         if not seen:
             self.fail("post_cost", transport, "cross", "no result in its output: " + tail(out))
 
+    # --------------------------------------------------------- Table 3
+    def orb(self, transport, placement):
+        """omniORB over giop:TRANSPORT: bench-orb prints CSV rows in our columns."""
+        name = "giop:" + transport
+        path = self.binary("bench-orb")
+        if not path:
+            self.fail("orb", name, placement, "bench-orb was not built (needs omniORB)")
+            return
+        try:
+            out = self.run([path, "--transport", transport, "--placement", placement,
+                            "--iters", str(ORB_ITERS)])
+        except Failure as e:
+            self.fail("orb", name, placement, str(e))
+            return
+        seen = False
+        for line in out.splitlines():
+            f = line.split(",")
+            if len(f) == 7 and f[1] == name and f[2] == placement:
+                self.add("orb_" + f[0], name, placement, int(f[3]), float(f[4]), f[5], int(f[6]))
+                seen = True
+        if not seen:
+            self.fail("orb", name, placement, "no result in its output: " + tail(out))
+
+    def orb_round(self):
+        for placement in PLACEMENTS:
+            for transport in ORB_TRANSPORTS:
+                self.orb(transport, placement)
+
     # ------------------------------------------------ VI scale, sharing
     def vi_scale(self, ring):
         transport = f"vipl-ring{ring}"
@@ -410,6 +447,14 @@ class Runner:
 
     # ------------------------------------------------------------ plan
     def one_round(self):
+        parts = {"latency": self.latency_round, "bandwidth": self.bandwidth_round,
+                 "table5": self.table5_round, "namespaces": self.across_namespaces,
+                 "orb": self.orb_round}
+        for part in ROUND_PARTS:
+            if part in PARTS:
+                parts[part]()
+
+    def latency_round(self):
         for placement in PLACEMENTS:
             self.own_lat("vipl-spin", placement, "bench-vipl", env={"VIPL_SPIN_US": SPIN_US})
             self.own_lat("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"})
@@ -419,6 +464,8 @@ class Runner:
             self.ucx("lat", placement)
             self.own_lat("fabric", placement, "bench-fabric")
             self.fi_pingpong(placement)
+
+    def bandwidth_round(self):
         for placement in PLACEMENTS:
             self.own_bw("vipl-spin", placement, "bench-vipl", env={"VIPL_SPIN_US": SPIN_US})
             self.own_bw("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"})
@@ -427,11 +474,12 @@ class Runner:
             self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
             self.ucx("bw", placement)
             self.own_bw("fabric", placement, "bench-fabric")
+
+    def table5_round(self):
         self.postcost("vipl-spin", "0", "spin")
         self.postcost("vipl-busy", "0", "busy")
         self.postcost("vipl-asleep", "0", "asleep")
         self.postcost("vipl-forced-doorbell", "1", "spin")
-        self.across_namespaces()
 
     def across_namespaces(self):
         """The tcp provider against plain TCP between two network namespaces."""
@@ -455,14 +503,16 @@ class Runner:
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         self.load_before = load_average()
         start = time.monotonic()
-        self.net = NetPair().__enter__() if os.geteuid() == 0 else None
+        wants_net = os.geteuid() == 0 and "namespaces" in PARTS
+        self.net = NetPair().__enter__() if wants_net else None
         try:
             for r in range(1, ROUNDS + 1):
                 self.round = r
                 print(f"round {r}/{ROUNDS} ({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.one_round()
-            print(f"VI scale and sharing ({time.monotonic() - start:.0f} s so far)", flush=True)
-            self.scale()
+            if "scale" in PARTS:
+                print(f"VI scale and sharing ({time.monotonic() - start:.0f} s so far)", flush=True)
+                self.scale()
         finally:
             shutil.rmtree(self.tmp, ignore_errors=True)
             if self.net:
@@ -496,7 +546,8 @@ class Runner:
                       for (b, t, p), r in sorted(self.failures.items())],
             notes=self.notes, lat_iters=LAT_ITERS, lat_max_ms=LAT_MAX_MS, bw_bytes=BW_BYTES,
             slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US, scale_vis=SCALE_VIS,
-            scale_rings=SCALE_RINGS, paper_sizes=PAPER_SIZES, paper_reps=PAPER_REPS)
+            scale_rings=SCALE_RINGS, paper_sizes=PAPER_SIZES, paper_reps=PAPER_REPS,
+            orb_iters=ORB_ITERS, parts=PARTS)
         with open(os.path.join(self.out, "meta.json"), "w") as fh:
             json.dump(meta, fh, indent=1)
 
@@ -549,4 +600,7 @@ def cpu_model():
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit("usage: run.py BUILD_DIR OUT_DIR")
+    unknown = sorted(set(PARTS) - set(ALL_PARTS))
+    if unknown:
+        sys.exit(f"VIPL_BENCH_PARTS: unknown {', '.join(unknown)} (parts: {', '.join(ALL_PARTS)})")
     Runner(sys.argv[1], sys.argv[2]).main()

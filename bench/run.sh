@@ -3,6 +3,7 @@
 #   bench/run.sh BUILD_DIR OUT_DIR
 # OUT_DIR gets raw.csv, results.csv, meta.json, report.md, latency.png, bandwidth.png.
 # VIPL_BENCH_ROUNDS (default 7) sets how many interleaved rounds are taken.
+# VIPL_BENCH_PARTS (default all) runs only some parts: see run.py.
 set -euo pipefail
 if [ $# -ne 2 ]; then
     echo "usage: $0 BUILD_DIR OUT_DIR" >&2
