@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
             rc = concurrent(e, 3, 10) ? 0 : 2;
             e->shutdown();
         } else if (mode == "server-accepted") {
-            printf("server_accepted=%lld\n", e->viplAccepted());
+            printf("server_accepted=%lld\n", static_cast<long long>(e->viplAccepted()));
         } else {
             return 4;
         }

@@ -263,11 +263,12 @@ TEST_CASE("Every function refuses handles of destroyed objects", "[errors]") {
     REQUIRE(VipCreatePtag(nic, &ptag) == VIP_SUCCESS);
     VIP_CQ_HANDLE cq;
     REQUIRE(VipCreateCQ(nic, 4, &cq) == VIP_SUCCESS);
-    VIP_VI_ATTRIBUTES va{VIP_SERVICE_RELIABLE_DELIVERY, 4096, nullptr, ptag, VIP_FALSE, VIP_FALSE};
+    VIP_VI_ATTRIBUTES va{
+        VIP_SERVICE_RELIABLE_DELIVERY, 4096, nullptr, ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_VI_HANDLE vi;
     REQUIRE(VipCreateVi(nic, &va, nullptr, nullptr, &vi) == VIP_SUCCESS);
     std::vector<uint8_t> buf(8192);
-    VIP_MEM_ATTRIBUTES ma{ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_MEM_HANDLE mh;
     REQUIRE(VipRegisterMem(nic, buf.data(), buf.size(), &ma, &mh) == VIP_SUCCESS);
     REQUIRE(VipDestroyVi(vi) == VIP_SUCCESS);
