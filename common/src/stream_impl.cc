@@ -106,6 +106,7 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
         return nullptr;
     }
     for (uint32_t i = 0; i < s->nsend; ++i) s->free_slots.push_back(s->nsend - 1 - i);
+    s->zc_slot.assign(s->nsend, 0);
     for (uint32_t i = 0; i < kCtlSlots; ++i) s->free_ctl.push_back(i);
     // Every receive is posted before connecting: the peer may send at once.
     for (uint32_t i = 0; i < s->nrecv; ++i) {
@@ -181,9 +182,13 @@ void Stream::Impl::set_broken(std::error_code why) {
 
 void Stream::Impl::on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     auto i = static_cast<uint32_t>(d - sdesc);
-    if (i < nsend)
+    if (i < nsend) {
         free_slots.push_back(i);
-    else
+        if (zc_slot[i]) {
+            zc_slot[i] = 0;
+            zc_posted--;
+        }
+    } else
         free_ctl.push_back(i - nsend);
     if (rc != VIP_SUCCESS) set_broken(std::make_error_code(std::errc::connection_reset));
 }
@@ -265,14 +270,29 @@ void Stream::Impl::progress() {
 
 void Stream::Impl::post_pending() {
     while (!broken && credits > 0 && !pending.empty()) {
-        auto [slot, len] = pending.front();
+        auto [slot, len, zc] = pending.front();
         uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(owed, 0xffff));
         detail::encode(sbuf(slot), {Kind::data, c, len});
-        fill(&sdesc[slot], sbuf(slot), kHeaderSize + len, mh);
-        VIP_RETURN rc = VipPostSend(vi, &sdesc[slot], mh);
+        VIP_DESCRIPTOR *d = &sdesc[slot];
+        if (zc) {
+            fill(d, sbuf(slot), kHeaderSize, mh);
+            d->CS.SegCount = 2;
+            d->CS.Length = kHeaderSize + len;
+            d->DS[1].Local.Data.Address = const_cast<std::byte *>(zc);
+            d->DS[1].Local.Handle = zc_mh;
+            d->DS[1].Local.Length = len;
+        } else {
+            fill(d, sbuf(slot), kHeaderSize + len, mh);
+        }
+        VIP_RETURN rc = VipPostSend(vi, d, mh);
         if (rc != VIP_SUCCESS) {
             set_broken(std::make_error_code(std::errc::connection_reset));
             return;
+        }
+        if (zc) {
+            zc_slot[slot] = 1;
+            zc_posted++;
+            stats.bytes_zcopy += len;
         }
         pending.pop_front();
         owed -= c;
@@ -336,15 +356,25 @@ std::error_code Stream::Impl::wait_until(const std::function<bool()> &done, Dead
     }
 }
 
+short Stream::Impl::events() const {
+    short e = 0;
+    if (readable()) e |= POLLIN;
+    if (writable()) e |= POLLOUT;
+    if (fin_rx) e |= POLLRDHUP;
+    if (broken) e |= POLLERR | POLLHUP;
+    if (fin_rx && fin_wanted) e |= POLLHUP;
+    return e;
+}
+
 void Stream::Impl::update_ready() {
     if (ev_fd < 0) return;
-    bool readable = !rq.empty() || fin_rx || broken;
-    if (readable && !ev_set) {
+    bool ready = (events() & (fd_events | POLLERR | POLLHUP)) != 0;
+    if (ready && !ev_set) {
         uint64_t one = 1;
         ssize_t r = ::write(ev_fd, &one, sizeof one);
         (void)r;
         ev_set = true;
-    } else if (!readable && ev_set) {
+    } else if (!ready && ev_set) {
         uint64_t v;
         ssize_t r = ::read(ev_fd, &v, sizeof v);
         (void)r;

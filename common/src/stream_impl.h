@@ -10,11 +10,19 @@
 // credit message is sent only when at least `batch` (= ceil(recv_data / 4)) credits are
 // owed, so at most 4 are ever unprocessed at the peer, plus one fin and one fin-ack:
 // kCtlSlots extra receive buffers cover them, and the peer never finds no receive posted.
+//
+// Zero copy: a blocking write of at least zcopy_threshold bytes registers the caller's
+// memory and sends from it: each message is a data send slot's header (segment 0) and a
+// piece of the caller's buffer (segment 1).  Its slot is taken as for a copied message,
+// so credits and ordering are those of the buffered path; the write returns only when
+// every such message has completed, because the provider reads the pages until then.
 #pragma once
 
 #include "frame.h"
 #include "nic.h"
 #include "vipl/stream.h"
+
+#include <poll.h>
 
 #include <deque>
 #include <functional>
@@ -48,9 +56,21 @@ struct Stream::Impl {
     std::error_code wait_until(const std::function<bool()> &done, Deadline deadline);
     // Sets or clears the readiness eventfd behind fd() to match the state.
     void update_ready();
+    bool readable() const { return !rq.empty() || fin_rx || broken; }
+    // write() would accept a byte, or fail at once.
+    bool writable() const {
+        return broken || fin_wanted || !free_slots.empty() ||
+               (!pending.empty() && !pending.back().zc && pending.back().len < payload);
+    }
+    // The state as poll() bits (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR).
+    short events() const;
 
     std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
     std::size_t write(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
+    std::size_t write_copy(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
+    // The zero-copy write (blocking, no deadline); falls back to copying when the
+    // caller's memory cannot be registered.
+    std::size_t write_zcopy(std::span<const std::byte> buf, std::error_code &ec);
     std::error_code close(Deadline deadline);
     // Disconnects, takes every descriptor back, destroys the VI, frees the memory.
     void teardown() noexcept;
@@ -93,6 +113,7 @@ struct Stream::Impl {
     int ep_fd = -1; // fd(): epoll of {vi_fd, ev_fd}
     int ev_fd = -1; // readable while data, end of stream or an error waits in the stream
     bool ev_set = false;
+    short fd_events = POLLIN; // which of events() make ev_fd readable
 
     // Receive side.
     struct Msg {
@@ -106,10 +127,17 @@ struct Stream::Impl {
     bool discarding = false; // closing: data is dropped as it arrives
 
     // Send side.
-    uint32_t credits = 0;                              // data messages we may send
-    std::vector<uint32_t> free_slots;                  // data send buffers
-    std::vector<uint32_t> free_ctl;                    // control send buffers
-    std::deque<std::pair<uint32_t, uint32_t>> pending; // {slot, payload bytes}, not posted
+    uint32_t credits = 0;             // data messages we may send
+    std::vector<uint32_t> free_slots; // data send buffers
+    std::vector<uint32_t> free_ctl;   // control send buffers
+    struct Out {
+        uint32_t slot, len;            // payload bytes
+        const std::byte *zc = nullptr; // the caller's bytes (zero copy), or in sbuf(slot)
+    };
+    std::deque<Out> pending;      // written, not posted yet (no credit)
+    std::vector<uint8_t> zc_slot; // per data send slot: it carries caller's memory
+    uint32_t zc_posted = 0;       // zero-copy messages posted, not completed
+    VIP_MEM_HANDLE zc_mh = 0;     // the caller's memory during a zero-copy write
     bool fin_wanted = false;
     bool fin_tx = false;
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace vipl {
 
@@ -42,12 +43,19 @@ std::size_t Stream::Impl::write(std::span<const std::byte> buf, Deadline deadlin
         ec = std::make_error_code(std::errc::broken_pipe);
         return 0;
     }
+    // Zero copy only where the write may wait as long as the peer takes to read the
+    // caller's pages: no deadline, and blocking.
+    if (!opt.nonblocking && deadline == kNever && opt.zcopy_threshold > 0 &&
+        buf.size() >= opt.zcopy_threshold)
+        return write_zcopy(buf, ec);
+    return write_copy(buf, deadline, ec);
+}
+
+std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline deadline,
+                                     std::error_code &ec) {
     progress();
     size_t n = 0;
-    auto room = [&] {
-        return broken || !free_slots.empty() ||
-               (!pending.empty() && pending.back().second < payload);
-    };
+    auto room = [&] { return writable(); };
     for (;;) {
         if (broken) {
             if (n == 0) ec = fin_rx ? std::make_error_code(std::errc::broken_pipe) : error;
@@ -55,14 +63,14 @@ std::size_t Stream::Impl::write(std::span<const std::byte> buf, Deadline deadlin
         }
         // Coalesce into the last buffer not yet sent, then take fresh ones.
         while (n < buf.size()) {
-            if (!pending.empty() && pending.back().second < payload) {
-                auto &[slot, len] = pending.back();
-                size_t k = std::min<size_t>(payload - len, buf.size() - n);
-                std::memcpy(sbuf(slot) + kHeaderSize + len, buf.data() + n, k);
-                len += static_cast<uint32_t>(k);
+            if (!pending.empty() && !pending.back().zc && pending.back().len < payload) {
+                Out &o = pending.back();
+                size_t k = std::min<size_t>(payload - o.len, buf.size() - n);
+                std::memcpy(sbuf(o.slot) + kHeaderSize + o.len, buf.data() + n, k);
+                o.len += static_cast<uint32_t>(k);
                 n += k;
             } else if (!free_slots.empty()) {
-                pending.emplace_back(free_slots.back(), 0);
+                pending.push_back({free_slots.back(), 0});
                 free_slots.pop_back();
             } else {
                 break;
@@ -77,6 +85,62 @@ std::size_t Stream::Impl::write(std::span<const std::byte> buf, Deadline deadlin
             break;
         }
     }
+    update_ready();
+    return n;
+}
+
+std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error_code &ec) {
+    VIP_MEM_ATTRIBUTES ma{};
+    ma.Ptag = nic->ptag();
+    auto *base = const_cast<std::byte *>(buf.data());
+    if (VipRegisterMem(nic->handle(), base, buf.size(), &ma, &zc_mh) != VIP_SUCCESS) {
+        return write_copy(buf, kNever, ec); // e.g. the NIC's registration limits
+    }
+    progress();
+    size_t n = 0; // bytes queued from buf
+    bool stop = false;
+    for (;;) {
+        while (!broken && !stop && n < buf.size() && !free_slots.empty()) {
+            auto k = static_cast<uint32_t>(std::min<size_t>(payload, buf.size() - n));
+            pending.push_back({free_slots.back(), k, buf.data() + n});
+            free_slots.pop_back();
+            n += k;
+        }
+        post_pending();
+        // Done once every piece is posted (progress() inside the wait posts them too).
+        auto unposted = [&] { return !pending.empty() && pending.back().zc; };
+        auto moved = [&] { return broken || (n < buf.size() ? !free_slots.empty() : !unposted()); };
+        if (broken || stop || (n == buf.size() && !unposted())) break;
+        if (credits == 0) stats.credit_stalls++;
+        if (wait_until(moved, kNever)) stop = true; // interrupted: what was posted must complete
+    }
+    // Messages not posted yet (no credit) are taken back: they are the tail of the queue.
+    while (!pending.empty() && pending.back().zc) {
+        n -= pending.back().len;
+        free_slots.push_back(pending.back().slot);
+        pending.pop_back();
+    }
+    // The peer reads the posted ones from our pages: wait, whatever signals come.
+    while (zc_posted > 0 && !broken) {
+        std::error_code w = wait_until([&] { return broken || zc_posted == 0; }, kNever);
+        (void)w;
+    }
+    if (zc_posted > 0) {
+        // Broken: a disconnect completes (flushes) every posted descriptor.
+        VipDisconnect(vi);
+        for (int i = 0; i < 2000 && zc_posted > 0; ++i) {
+            progress();
+            if (zc_posted > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+    // A descriptor still pointing into the region keeps it registered (a leak, not a
+    // use of freed pages).
+    if (zc_posted == 0) VipDeregisterMem(nic->handle(), base, zc_mh);
+    // Like the copying path: bytes taken are counted, the error comes with the next call.
+    if (n == 0 && broken)
+        ec = fin_rx ? std::make_error_code(std::errc::broken_pipe) : error;
+    else if (n == 0 && stop)
+        ec = std::make_error_code(std::errc::interrupted);
     update_ready();
     return n;
 }

@@ -1,0 +1,207 @@
+// Zero-copy large writes: ordering with buffered bytes, signals, a dying peer; and a
+// side-by-side measurement that is run by hand (hidden tag [.zcopy-bench]).
+#include "helpers.h"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+using namespace std::chrono_literals;
+using vipl::deadline_in;
+
+namespace {
+
+void on_alarm(int) {}
+
+double cpu(const rusage &r) {
+    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+// Reads `total` bytes of pattern `seed` from s, checking them; returns bytes read.
+uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed) {
+    std::vector<std::byte> buf(200 * 1024 + 7);
+    uint64_t off = 0;
+    while (off < total) {
+        std::error_code ec;
+        size_t n = s.read(buf, deadline_in(10s), ec);
+        if (ec || n == 0) break;
+        if (ct::check(buf.data(), n, off, seed) >= 0) break;
+        off += n;
+    }
+    return off;
+}
+
+} // namespace
+
+TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
+    std::string base = CT_PROVIDER();
+    auto p = ct::connect_pair(base);
+    // Small (buffered), large (zero copy), small, odd-sized large, exactly the threshold.
+    const std::vector<size_t> sizes{100, 1 << 20, 3, 200 * 1024 + 13, 1, 64 * 1024, 5};
+    uint64_t total = 0, large = 0;
+    for (size_t n : sizes) {
+        total += n;
+        if (n >= 64 * 1024) large += n;
+    }
+    uint64_t got = 0;
+    std::thread reader([&] { got = read_check(p.server, total, 7); });
+    std::vector<std::byte> buf(1 << 20);
+    uint64_t off = 0;
+    for (size_t n : sizes) {
+        ct::fill(buf.data(), n, off, 7);
+        std::error_code ec;
+        CHECK(p.client.write({buf.data(), n}, ec) == n);
+        CHECK(!ec);
+        off += n;
+    }
+    reader.join();
+    CHECK(got == total);
+    CHECK(p.client.counters().bytes_zcopy == large);
+    CHECK(p.client.counters().bytes_out == total);
+}
+
+TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 0 never goes "
+          "zero-copy") {
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.zcopy_threshold = 0;
+    auto p = ct::connect_pair(base, o);
+    auto q = ct::connect_pair(base);
+    std::vector<std::byte> buf(256 * 1024);
+    ct::fill(buf.data(), buf.size(), 0, 3);
+    uint64_t got_p = 0, got_q = 0;
+    std::thread reader([&] {
+        got_p = read_check(p.server, buf.size(), 3);
+        got_q = read_check(q.server, 2 * buf.size(), 3);
+    });
+    std::error_code ec;
+    CHECK(p.client.write(buf, ec) == buf.size());
+    // A deadline keeps the copying path (the write must be able to return in time).
+    CHECK(q.client.write(buf, deadline_in(10s), ec) == buf.size());
+    ct::fill(buf.data(), buf.size(), buf.size(), 3);
+    q.client.set_nonblocking(true);
+    size_t done = 0;
+    auto end = vipl::Clock::now() + 10s;
+    while (done < buf.size() && vipl::Clock::now() < end) {
+        done += q.client.write({buf.data() + done, buf.size() - done}, ec);
+        if (ec == std::errc::operation_would_block) std::this_thread::sleep_for(1ms);
+    }
+    reader.join();
+    CHECK(got_p == buf.size());
+    CHECK(got_q == 2 * buf.size());
+    CHECK(p.client.counters().bytes_zcopy == 0);
+    CHECK(q.client.counters().bytes_zcopy == 0);
+}
+
+TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what was sent") {
+    std::string base = CT_PROVIDER();
+    auto l = ct::bind_free(base);
+    constexpr uint64_t kTotal = 6u << 20;
+    int pid = ct::spawn([&] {
+        std::error_code ec;
+        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
+        if (ec) return 2;
+        std::this_thread::sleep_for(400ms); // the writer's signal comes meanwhile
+        if (read_check(s, kTotal, 11) != kTotal) return 3;
+        return s.close(deadline_in(10s)) ? 4 : 0;
+    });
+    std::error_code ec;
+    auto s = l.accept(deadline_in(10s), ec);
+    REQUIRE(!ec);
+    std::vector<std::byte> buf(kTotal);
+    ct::fill(buf.data(), buf.size(), 0, 11);
+
+    struct sigaction sa {};
+    sa.sa_handler = on_alarm;
+    struct sigaction old {};
+    sigaction(SIGALRM, &sa, &old);
+    itimerval t{};
+    t.it_value.tv_usec = 100000;
+    setitimer(ITIMER_REAL, &t, nullptr);
+    auto t0 = vipl::Clock::now();
+    size_t n = s.write(buf, ec);
+    auto took = vipl::Clock::now() - t0;
+    sigaction(SIGALRM, &old, nullptr);
+    CHECK(!ec);
+    CHECK(n > 0);
+    CHECK(n < kTotal);
+    // It waited for the reader (who starts after 400 ms) to take what was under way.
+    CHECK(took >= 300ms);
+    // The rest follows on; the child checks every byte.
+    CHECK(ct::write_all(s, buf.data() + n, kTotal - n));
+    CHECK(!s.close(deadline_in(10s)));
+    CHECK(ct::wait_child(pid) == 0);
+}
+
+TEST_CASE("stream: a zero-copy write to a peer that dies returns and later writes fail") {
+    std::string base = CT_PROVIDER();
+    auto l = ct::bind_free(base);
+    int pid = ct::spawn([&] {
+        std::error_code ec;
+        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
+        if (ec) return 2;
+        pause();
+        return 0;
+    });
+    std::error_code ec;
+    auto s = l.accept(deadline_in(10s), ec);
+    REQUIRE(!ec);
+    std::thread killer([&] {
+        std::this_thread::sleep_for(200ms);
+        kill(pid, SIGKILL);
+    });
+    std::vector<std::byte> buf(4 << 20);
+    auto t0 = vipl::Clock::now();
+    s.write(buf, ec);
+    for (int i = 0; i < 4 && !ec; ++i) s.write(buf, ec);
+    CHECK(ec);
+    CHECK(vipl::Clock::now() - t0 < 15s);
+    killer.join();
+    ct::wait_child(pid);
+    s.abort();
+}
+
+// Run by hand: vipl-common-tests "[.zcopy-bench]" (prints MB/s, asserts nothing timed).
+TEST_CASE("stream: 1 MiB writes over shm with and without zero copy", "[.zcopy-bench]") {
+    constexpr size_t kWrite = 1 << 20;
+    constexpr int kWrites = 2000;
+    for (uint32_t threshold : {0u, 64u * 1024, 0u, 64u * 1024}) {
+        vipl::StreamOptions o;
+        o.zcopy_threshold = threshold;
+        auto l = ct::bind_free("vipl+shm://127.0.0.1", o);
+        int pid = ct::spawn([&] {
+            std::error_code ec;
+            auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec, o);
+            if (ec) return 2;
+            std::vector<std::byte> buf(kWrite);
+            uint64_t got = 0;
+            while (got < uint64_t(kWrite) * kWrites) {
+                size_t n = s.read(buf, deadline_in(10s), ec);
+                if (ec || n == 0) return 3;
+                got += n;
+            }
+            return s.close(deadline_in(10s)) ? 4 : 0;
+        });
+        std::error_code ec;
+        auto s = l.accept(deadline_in(10s), ec);
+        REQUIRE(!ec);
+        std::vector<std::byte> buf(kWrite, std::byte{1});
+        rusage r0{}, r1{}, c0{}, c1{};
+        getrusage(RUSAGE_SELF, &r0);
+        getrusage(RUSAGE_CHILDREN, &c0);
+        auto t0 = vipl::Clock::now();
+        for (int i = 0; i < kWrites; ++i) REQUIRE(ct::write_all(s, buf.data(), buf.size()));
+        CHECK(!s.close(deadline_in(10s)));
+        double secs = std::chrono::duration<double>(vipl::Clock::now() - t0).count();
+        CHECK(ct::wait_child(pid) == 0);
+        getrusage(RUSAGE_SELF, &r1);
+        getrusage(RUSAGE_CHILDREN, &c1);
+        std::printf("shm, %d writes of 1 MiB, %-9s: %5.0f MB/s, CPU writer %.2f s reader %.2f s\n",
+                    kWrites, threshold ? "zero copy" : "copied",
+                    kWrites * double(kWrite) / secs / 1e6, cpu(r1) - cpu(r0), cpu(c1) - cpu(c0));
+    }
+}
