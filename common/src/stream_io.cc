@@ -90,18 +90,19 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
 }
 
 std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error_code &ec) {
+    const size_t head = buf.size();
     VIP_MEM_ATTRIBUTES ma{};
     ma.Ptag = nic->ptag();
     auto *base = const_cast<std::byte *>(buf.data());
-    if (VipRegisterMem(nic->handle(), base, buf.size(), &ma, &zc_mh) != VIP_SUCCESS) {
+    if (VipRegisterMem(nic->handle(), base, head, &ma, &zc_mh) != VIP_SUCCESS) {
         return write_copy(buf, kNever, ec); // e.g. the NIC's registration limits
     }
     progress();
     size_t n = 0; // bytes queued from buf
     bool stop = false;
     for (;;) {
-        while (!broken && !stop && n < buf.size() && !free_slots.empty()) {
-            auto k = static_cast<uint32_t>(std::min<size_t>(payload, buf.size() - n));
+        while (!broken && !stop && n < head && !free_slots.empty()) {
+            auto k = static_cast<uint32_t>(std::min<size_t>(payload, head - n));
             pending.push_back({free_slots.back(), k, buf.data() + n});
             free_slots.pop_back();
             n += k;
@@ -109,8 +110,8 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
         post_pending();
         // Done once every piece is posted (progress() inside the wait posts them too).
         auto unposted = [&] { return !pending.empty() && pending.back().zc; };
-        auto moved = [&] { return broken || (n < buf.size() ? !free_slots.empty() : !unposted()); };
-        if (broken || stop || (n == buf.size() && !unposted())) break;
+        auto moved = [&] { return broken || (n < head ? !free_slots.empty() : !unposted()); };
+        if (broken || stop || (n == head && !unposted())) break;
         if (credits == 0) stats.credit_stalls++;
         if (wait_until(moved, kNever)) stop = true; // interrupted: what was posted must complete
     }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -39,7 +40,9 @@ uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed) {
 
 TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    vipl::StreamOptions o;
+    o.zcopy_threshold = 64 * 1024;
+    auto p = ct::connect_pair(base, o);
     // Small (buffered), large (zero copy), small, odd-sized large, exactly the threshold.
     const std::vector<size_t> sizes{100, 1 << 20, 3, 200 * 1024 + 13, 1, 64 * 1024, 5};
     uint64_t total = 0, large = 0;
@@ -70,7 +73,8 @@ TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 
     vipl::StreamOptions o;
     o.zcopy_threshold = 0;
     auto p = ct::connect_pair(base, o);
-    auto q = ct::connect_pair(base);
+    o.zcopy_threshold = 64 * 1024;
+    auto q = ct::connect_pair(base, o);
     std::vector<std::byte> buf(256 * 1024);
     ct::fill(buf.data(), buf.size(), 0, 3);
     uint64_t got_p = 0, got_q = 0;
@@ -167,9 +171,10 @@ TEST_CASE("stream: a zero-copy write to a peer that dies returns and later write
 
 // Run by hand: vipl-common-tests "[.zcopy-bench]" (prints MB/s, asserts nothing timed).
 TEST_CASE("stream: 1 MiB writes over shm with and without zero copy", "[.zcopy-bench]") {
-    constexpr size_t kWrite = 1 << 20;
-    constexpr int kWrites = 2000;
-    for (uint32_t threshold : {0u, 64u * 1024, 0u, 64u * 1024}) {
+    const char *env = getenv("ZC_BENCH_WRITE");
+    const size_t kWrite = env ? strtoul(env, nullptr, 0) : 1 << 20;
+    const int kWrites = static_cast<int>((2000ull << 20) / kWrite);
+    for (uint32_t threshold : {0u, 1u, 0u, 1u}) {
         vipl::StreamOptions o;
         o.zcopy_threshold = threshold;
         auto l = ct::bind_free("vipl+shm://127.0.0.1", o);
@@ -200,8 +205,9 @@ TEST_CASE("stream: 1 MiB writes over shm with and without zero copy", "[.zcopy-b
         CHECK(ct::wait_child(pid) == 0);
         getrusage(RUSAGE_SELF, &r1);
         getrusage(RUSAGE_CHILDREN, &c1);
-        std::printf("shm, %d writes of 1 MiB, %-9s: %5.0f MB/s, CPU writer %.2f s reader %.2f s\n",
-                    kWrites, threshold ? "zero copy" : "copied",
-                    kWrites * double(kWrite) / secs / 1e6, cpu(r1) - cpu(r0), cpu(c1) - cpu(c0));
+        std::printf(
+            "shm, %d writes of %zu KiB, %-9s: %5.0f MB/s, CPU writer %.2f s reader %.2f s\n",
+            kWrites, kWrite / 1024, threshold ? "zero copy" : "copied",
+            kWrites * double(kWrite) / secs / 1e6, cpu(r1) - cpu(r0), cpu(c1) - cpu(c0));
     }
 }

@@ -63,8 +63,9 @@ struct StreamOptions {
     // the caller's memory (registered for the call) instead of copying it into the send
     // buffers; 0 never does.  Such a write returns once the peer has taken every byte it
     // sent from there (its library, in one of its calls), so a signal ends it only after
-    // that (see write()).
-    uint32_t zcopy_threshold = 64 * 1024;
+    // that (see write()).  It saves the writer's copy, not time: below about 1 MiB the
+    // wait for the peer costs more than the copy did (common/README.md).
+    uint32_t zcopy_threshold = 1024 * 1024;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
     // How long the destructor lets close() wait for the peer to take everything written.
