@@ -6,6 +6,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
 #include <functional>
@@ -97,6 +98,39 @@ TEST_CASE("asio: async_read and async_write of random sizes both ways in one io_
     CHECK(!ba.bad);
     CHECK(ab.got == kTotal);
     CHECK(ba.got == kTotal);
+}
+
+TEST_CASE("asio: an async_write waits for a slow reader and resumes") {
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.recv_buffers = 4;
+    o.send_buffers = 4;
+    o.buffer_size = 4096;
+    AsioPair p(base, o);
+    constexpr size_t kTotal = 1 << 20;
+    std::vector<std::byte> out(kTotal), in(kTotal);
+    ct::fill(out.data(), kTotal, 0, 31);
+    boost::system::error_code wec, rec;
+    size_t wrote = 0, got = 0;
+    asio::async_write(*p.a, asio::buffer(out), [&](boost::system::error_code ec, size_t n) {
+        wec = ec;
+        wrote = n;
+    });
+    asio::steady_timer t(p.io, 100ms);
+    t.async_wait([&](boost::system::error_code) {
+        CHECK(wrote == 0); // the writer is still waiting for the reader
+        asio::async_read(*p.b, asio::buffer(in), [&](boost::system::error_code ec, size_t n) {
+            rec = ec;
+            got = n;
+        });
+    });
+    p.io.run_for(10s);
+    CHECK(!wec);
+    CHECK(!rec);
+    CHECK(wrote == kTotal);
+    CHECK(got == kTotal);
+    CHECK(ct::check(in.data(), got, 0, 31) == -1);
+    CHECK(p.a->stream().counters().would_block > 0);
 }
 
 TEST_CASE("asio: end of stream is eof and a pending read can be cancelled") {

@@ -2,6 +2,7 @@
 #include "helpers.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -89,10 +90,16 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
             got += n;
         }
     });
+    // Waiting in an epoll set, as PostgreSQL does, rather than poll().
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    REQUIRE(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
     bool writable = false;
     auto end = vipl::Clock::now() + 5s;
     while (!writable && vipl::Clock::now() < end)
-        if (readable(fd, 1000)) writable = (w.events() & POLLOUT) != 0;
+        if (epoll_wait(ep, &ev, 1, 1000) == 1) writable = (w.events() & POLLOUT) != 0;
+    close(ep);
     CHECK(writable);
     off = fill_up(w, off, 5);
     w.shutdown_write(ec);
