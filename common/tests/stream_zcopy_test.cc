@@ -170,14 +170,17 @@ TEST_CASE("stream: a zero-copy write to a peer that dies returns and later write
 }
 
 // Run by hand: vipl-common-tests "[.zcopy-bench]" (prints MB/s, asserts nothing timed).
-TEST_CASE("stream: 1 MiB writes over shm with and without zero copy", "[.zcopy-bench]") {
+// ZC_BENCH_WRITE sets the write size (1 MiB), ZC_BENCH_URI the provider (vipl+shm://...).
+TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
     const char *env = getenv("ZC_BENCH_WRITE");
     const size_t kWrite = env ? strtoul(env, nullptr, 0) : 1 << 20;
     const int kWrites = static_cast<int>((2000ull << 20) / kWrite);
+    const char *uri = getenv("ZC_BENCH_URI");
+    const std::string base = uri ? uri : "vipl+shm://127.0.0.1";
     for (uint32_t threshold : {0u, 1u, 0u, 1u}) {
         vipl::StreamOptions o;
         o.zcopy_threshold = threshold;
-        auto l = ct::bind_free("vipl+shm://127.0.0.1", o);
+        auto l = ct::bind_free(base, o);
         int pid = ct::spawn([&] {
             std::error_code ec;
             auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec, o);
@@ -205,9 +208,8 @@ TEST_CASE("stream: 1 MiB writes over shm with and without zero copy", "[.zcopy-b
         CHECK(ct::wait_child(pid) == 0);
         getrusage(RUSAGE_SELF, &r1);
         getrusage(RUSAGE_CHILDREN, &c1);
-        std::printf(
-            "shm, %d writes of %zu KiB, %-9s: %5.0f MB/s, CPU writer %.2f s reader %.2f s\n",
-            kWrites, kWrite / 1024, threshold ? "zero copy" : "copied",
-            kWrites * double(kWrite) / secs / 1e6, cpu(r1) - cpu(r0), cpu(c1) - cpu(c0));
+        std::printf("%s, %d writes of %zu KiB, %-9s: %5.0f MB/s, CPU writer %.2f s reader %.2f s\n",
+                    base.c_str(), kWrites, kWrite / 1024, threshold ? "zero copy" : "copied",
+                    kWrites * double(kWrite) / secs / 1e6, cpu(r1) - cpu(r0), cpu(c1) - cpu(c0));
     }
 }
