@@ -19,6 +19,7 @@ namespace vipl {
 using detail::Header;
 using detail::kHeaderSize;
 using detail::Kind;
+using detail::kRtsSize;
 
 namespace {
 
@@ -58,7 +59,8 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
 
     // Buffers start on a cache line: SEND-GET and the tcp provider's direct reads like it.
     size_t mtu_r = round_up(mtu, 64);
-    size_t descs = round_up((s->nrecv + s->nsend + kCtlSlots) * sizeof(VIP_DESCRIPTOR), 4096);
+    size_t descs =
+        round_up((s->nrecv + s->nsend + kCtlSlots + kRdmaSlots) * sizeof(VIP_DESCRIPTOR), 4096);
     s->mem_size = round_up(descs + (s->nrecv + s->nsend) * mtu_r + kCtlSlots * kCtlBufSize, 4096);
     void *p =
         mmap(nullptr, s->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -87,6 +89,9 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     va.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
     va.MaxTransferSize = mtu;
     va.Ptag = s->nic->ptag();
+    // The peer RDMA-reads zero-copy writes from this side (its library is this one).
+    s->rdma_ok = (s->nic->attrs().RDMAReadSupport & VIP_SERVICE_RELIABLE_DELIVERY) != 0;
+    va.EnableRdmaRead = s->rdma_ok ? VIP_TRUE : VIP_FALSE;
     if ((rc = VipCreateVi(s->nic->handle(), &va, nullptr, nullptr, &s->vi)) != VIP_SUCCESS ||
         (rc = VipGetViWaitFd(s->vi, &s->vi_fd)) != VIP_SUCCESS) {
         ec = make_vip_error(rc);
@@ -106,7 +111,6 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
         return nullptr;
     }
     for (uint32_t i = 0; i < s->nsend; ++i) s->free_slots.push_back(s->nsend - 1 - i);
-    s->zc_slot.assign(s->nsend, 0);
     for (uint32_t i = 0; i < kCtlSlots; ++i) s->free_ctl.push_back(i);
     // Every receive is posted before connecting: the peer may send at once.
     for (uint32_t i = 0; i < s->nrecv; ++i) {
@@ -182,15 +186,26 @@ void Stream::Impl::set_broken(std::error_code why) {
 
 void Stream::Impl::on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     auto i = static_cast<uint32_t>(d - sdesc);
+    if (rc != VIP_SUCCESS) set_broken(std::make_error_code(std::errc::connection_reset));
     if (i < nsend) {
         free_slots.push_back(i);
-        if (zc_slot[i]) {
-            zc_slot[i] = 0;
-            zc_posted--;
-        }
-    } else
+    } else if (i < nsend + kCtlSlots) {
         free_ctl.push_back(i - nsend);
-    if (rc != VIP_SUCCESS) set_broken(std::make_error_code(std::errc::connection_reset));
+    } else {
+        rdma_posted--;
+        if (bounce_len && rdma_posted == 0) {
+            // The front rts's next piece is in its buffer now (rts stay first while
+            // a read is in flight).
+            Msg &m = rq.front();
+            if (rc == VIP_SUCCESS) {
+                m.off = kHeaderSize;
+                m.end = kHeaderSize + bounce_len;
+                m.taken += bounce_len;
+                stats.bytes_in += bounce_len;
+            }
+            bounce_len = 0;
+        }
+    }
 }
 
 void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
@@ -202,9 +217,10 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     }
     uint32_t got = d->CS.Length;
     Header h = detail::decode(rbuf(slot));
-    bool ok = got >= kHeaderSize && h.length == got - kHeaderSize &&
-              (h.kind == Kind::data ? h.length > 0 : h.length == 0) &&
-              (h.kind >= Kind::data && h.kind <= Kind::fin_ack);
+    uint32_t want = h.kind == Kind::data ? h.length : h.kind == Kind::rts ? kRtsSize : 0;
+    bool ok = got >= kHeaderSize && h.length == got - kHeaderSize && h.length == want &&
+              (h.kind != Kind::data || h.length > 0) &&
+              (h.kind >= Kind::data && h.kind <= Kind::rts_done);
     if (!ok) {
         set_broken(std::make_error_code(std::errc::protocol_error));
         VipDisconnect(vi);
@@ -218,12 +234,26 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
         if (discarding) consume_front();
         return;
     }
+    if (h.kind == Kind::rts) {
+        stats.messages_in++;
+        Msg m{slot, kHeaderSize, kHeaderSize, true, detail::decode_rts(rbuf(slot) + kHeaderSize)};
+        if (m.region.length == 0) {
+            set_broken(std::make_error_code(std::errc::protocol_error));
+            VipDisconnect(vi);
+            return;
+        }
+        rq.push_back(m);
+        if (discarding) consume_front();
+        return;
+    }
     stats.control_in++;
     if (h.kind == Kind::fin) {
         fin_rx = true;
         need_fin_ack = true;
     } else if (h.kind == Kind::fin_ack) {
         fin_ack_rx = true;
+    } else if (h.kind == Kind::rts_done && rts_posted > 0) {
+        rts_posted--;
     }
     repost(slot);
 }
@@ -239,6 +269,7 @@ void Stream::Impl::repost(uint32_t slot) {
 // credit to the peer.
 void Stream::Impl::consume_front() {
     uint32_t slot = rq.front().slot;
+    if (rq.front().rts) need_rts_done++;
     rq.pop_front();
     repost(slot);
     owed++;
@@ -266,22 +297,35 @@ void Stream::Impl::progress() {
     }
     post_pending();
     post_control();
+    // A region first in line is fetched piece by piece unless a blocking read is about
+    // to take it directly.
+    if (!broken && !direct_read && !discarding && rdma_posted == 0 && !rq.empty() &&
+        rq.front().rts && rq.front().off == rq.front().end &&
+        rq.front().taken < rq.front().region.length)
+        start_bounce();
+}
+
+bool Stream::Impl::front_ready(bool direct) const {
+    if (rq.empty()) return false;
+    const Msg &m = rq.front();
+    if (!m.rts || m.off < m.end) return true;
+    if (rdma_posted > 0) return false;
+    return m.taken == m.region.length || direct;
 }
 
 void Stream::Impl::post_pending() {
     while (!broken && credits > 0 && !pending.empty()) {
         auto [slot, len, zc] = pending.front();
         uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(owed, 0xffff));
-        detail::encode(sbuf(slot), {Kind::data, c, len});
         VIP_DESCRIPTOR *d = &sdesc[slot];
         if (zc) {
-            fill(d, sbuf(slot), kHeaderSize, mh);
-            d->CS.SegCount = 2;
-            d->CS.Length = kHeaderSize + len;
-            d->DS[1].Local.Data.Address = const_cast<std::byte *>(zc);
-            d->DS[1].Local.Handle = zc_mh;
-            d->DS[1].Local.Length = len;
+            if (rts_posted >= kRtsMax) return; // see the header: the peer's control slots
+            detail::encode(sbuf(slot), {Kind::rts, c, kRtsSize});
+            detail::encode_rts(sbuf(slot) + kHeaderSize,
+                               {reinterpret_cast<uintptr_t>(zc), zc_mh, len});
+            fill(d, sbuf(slot), kHeaderSize + kRtsSize, mh);
         } else {
+            detail::encode(sbuf(slot), {Kind::data, c, len});
             fill(d, sbuf(slot), kHeaderSize + len, mh);
         }
         VIP_RETURN rc = VipPostSend(vi, d, mh);
@@ -290,8 +334,7 @@ void Stream::Impl::post_pending() {
             return;
         }
         if (zc) {
-            zc_slot[slot] = 1;
-            zc_posted++;
+            rts_posted++;
             stats.bytes_zcopy += len;
         }
         pending.pop_front();
@@ -323,6 +366,7 @@ bool Stream::Impl::send_control(Kind kind) {
 void Stream::Impl::post_control() {
     if (broken) return;
     if (need_fin_ack && send_control(Kind::fin_ack)) need_fin_ack = false;
+    while (need_rts_done > 0 && send_control(Kind::rts_done)) need_rts_done--;
     // Batching keeps the peer's unprocessed credit messages within kCtlSlots (see header).
     if (owed >= batch) send_control(Kind::credit);
     if (fin_wanted && !fin_tx && pending.empty() && send_control(Kind::fin)) fin_tx = true;

@@ -8,14 +8,19 @@
 // Flow control: the peer may have at most `recv_data` data messages unreturned (its
 // credits, granted by a first credit message).  Control messages need no credit: a
 // credit message is sent only when at least `batch` (= ceil(recv_data / 4)) credits are
-// owed, so at most 4 are ever unprocessed at the peer, plus one fin and one fin-ack:
-// kCtlSlots extra receive buffers cover them, and the peer never finds no receive posted.
+// owed, so at most 4 are ever unprocessed at the peer, plus one fin, one fin-ack and
+// kRtsMax rts-dones: kCtlSlots extra receive buffers cover them, and the peer never
+// finds no receive posted.
 //
-// Zero copy: a blocking write of at least zcopy_threshold bytes registers the caller's
-// memory and sends from it: each message is a data send slot's header (segment 0) and a
-// piece of the caller's buffer (segment 1).  Its slot is taken as for a copied message,
-// so credits and ordering are those of the buffered path; the write returns only when
-// every such message has completed, because the provider reads the pages until then.
+// Zero copy (rendezvous): a blocking write of at least zcopy_threshold bytes registers
+// the caller's memory for RDMA read and sends rts messages instead of data, each
+// offering a region of at most kRegionMax bytes, at most kRtsMax at a time; an rts
+// takes a slot and a credit and queues behind buffered data like a data message.  The
+// reader takes a region with RDMA reads: straight into the program's buffer when a
+// blocking read without deadline has room (the only copy), otherwise one piece at a
+// time into the rts's own receive buffer (the "bounce", started as soon as the rts is
+// first in line, so non-blocking readers see readiness).  Finishing a region returns
+// its credit with an rts-done; the write returns once every region it offered is done.
 #pragma once
 
 #include "frame.h"
@@ -38,6 +43,10 @@ VIP_ULONG timeout_ms(Deadline deadline);
 struct Stream::Impl {
     static constexpr uint32_t kCtlSlots = 8;
     static constexpr uint32_t kCtlBufSize = 64;
+    static constexpr uint32_t kRtsMax = 2;             // regions offered at a time
+    static constexpr uint32_t kRegionMax = 512 * 1024; // bytes per region
+    static constexpr uint32_t kRdmaSlots = 16;         // RDMA read descriptors
+    static constexpr size_t kDirectMin = 16 * 1024;    // room for a direct read
 
     // Allocates and registers memory, creates the VI with `mtu` and posts every receive.
     static std::unique_ptr<Impl> create(std::shared_ptr<detail::Nic> nic,
@@ -56,7 +65,10 @@ struct Stream::Impl {
     std::error_code wait_until(const std::function<bool()> &done, Deadline deadline);
     // Sets or clears the readiness eventfd behind fd() to match the state.
     void update_ready();
-    bool readable() const { return !rq.empty() || fin_rx || broken; }
+    bool readable() const { return front_ready(false) || (rq.empty() && fin_rx) || broken; }
+    // The first message can give bytes now (or be finished); `direct`: a blocking read
+    // may RDMA-read an rts region itself.
+    bool front_ready(bool direct) const;
     // write() would accept a byte, or fail at once.
     bool writable() const {
         return broken || fin_wanted || !free_slots.empty() ||
@@ -71,6 +83,14 @@ struct Stream::Impl {
     // The zero-copy write (blocking, no deadline); falls back to copying when the
     // caller's memory cannot be registered.
     std::size_t write_zcopy(std::span<const std::byte> buf, std::error_code &ec);
+    // Reader side of an rts at the front: RDMA-reads up to `len` bytes of it into `dst`
+    // (a blocking read's buffer) and waits for them; returns the bytes (0: broken).
+    std::size_t read_direct(std::byte *dst, std::size_t len);
+    // Starts an RDMA read of the front rts's next piece into its receive buffer.
+    void start_bounce();
+    // Waits, ignoring signals, until no RDMA read is in flight (or the stream broke, in
+    // which case the VI is disconnected so that the flush completes them).
+    void drain_rdma();
     std::error_code close(Deadline deadline);
     // Disconnects, takes every descriptor back, destroys the VI, frees the memory.
     void teardown() noexcept;
@@ -103,7 +123,7 @@ struct Stream::Impl {
     VIP_MEM_HANDLE mh = 0;
     bool registered = false;
     VIP_DESCRIPTOR *rdesc = nullptr; // nrecv
-    VIP_DESCRIPTOR *sdesc = nullptr; // nsend data, then kCtlSlots control
+    VIP_DESCRIPTOR *sdesc = nullptr; // nsend data, kCtlSlots control, kRdmaSlots RDMA read
     uint8_t *rbuf_ = nullptr;
     uint8_t *sbuf_ = nullptr;
     uint8_t *cbuf_ = nullptr;
@@ -117,7 +137,10 @@ struct Stream::Impl {
 
     // Receive side.
     struct Msg {
-        uint32_t slot, off, end;
+        uint32_t slot, off, end; // bytes [off, end) of rbuf(slot) are unread
+        bool rts = false;        // a region to RDMA-read: the rest is its state
+        detail::Rts region{};
+        uint32_t taken = 0; // bytes of the region read (into off..end or a program)
     };
     std::deque<Msg> rq; // data taken off the VI, not yet read
     uint32_t owed = 0;  // credits to return to the peer
@@ -131,13 +154,17 @@ struct Stream::Impl {
     std::vector<uint32_t> free_slots; // data send buffers
     std::vector<uint32_t> free_ctl;   // control send buffers
     struct Out {
-        uint32_t slot, len;            // payload bytes
-        const std::byte *zc = nullptr; // the caller's bytes (zero copy), or in sbuf(slot)
+        uint32_t slot, len;            // payload bytes (an rts: the region's)
+        const std::byte *zc = nullptr; // an rts offering the caller's bytes from here
     };
-    std::deque<Out> pending;      // written, not posted yet (no credit)
-    std::vector<uint8_t> zc_slot; // per data send slot: it carries caller's memory
-    uint32_t zc_posted = 0;       // zero-copy messages posted, not completed
-    VIP_MEM_HANDLE zc_mh = 0;     // the caller's memory during a zero-copy write
+    std::deque<Out> pending;  // written, not posted yet (no credit)
+    uint32_t rts_posted = 0;  // regions offered, not done
+    VIP_MEM_HANDLE zc_mh = 0; // the caller's memory during a zero-copy write
+    bool rdma_ok = false;     // VIs enable RDMA read (the NIC supports it)
+    uint32_t need_rts_done = 0;
+    uint32_t rdma_posted = 0; // RDMA reads in flight
+    uint32_t bounce_len = 0;  // bytes of the bounce read in flight (0: none)
+    bool direct_read = false; // a blocking read may read regions itself: no bounce
     bool fin_wanted = false;
     bool fin_tx = false;
 

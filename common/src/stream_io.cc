@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 namespace vipl {
 
@@ -16,22 +15,52 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
         update_ready();
         return 0;
     }
-    std::error_code w = wait_until([&] { return !rq.empty() || fin_rx || broken; }, deadline);
+    // A call that may wait as long as an RDMA read takes reads regions into buf itself.
+    const bool direct = !opt.nonblocking && deadline == kNever && rdma_ok;
+    direct_read = direct;
+    auto ready = [&] { return front_ready(direct) || (rq.empty() && fin_rx) || broken; };
     size_t n = 0;
-    while (n < buf.size() && !rq.empty()) {
-        Msg &m = rq.front();
-        size_t k = std::min<size_t>(buf.size() - n, m.end - m.off);
-        std::memcpy(buf.data() + n, rbuf(m.slot) + m.off, k);
-        m.off += static_cast<uint32_t>(k);
-        n += k;
-        if (m.off == m.end) consume_front();
+    std::error_code w;
+    for (;;) {
+        w = wait_until(ready, deadline);
+        while (n < buf.size() && !rq.empty()) {
+            Msg &m = rq.front();
+            if (m.off < m.end) {
+                size_t k = std::min<size_t>(buf.size() - n, m.end - m.off);
+                std::memcpy(buf.data() + n, rbuf(m.slot) + m.off, k);
+                m.off += static_cast<uint32_t>(k);
+                n += k;
+                if (m.off == m.end && (!m.rts || m.taken == m.region.length)) consume_front();
+                continue;
+            }
+            if (!m.rts || m.taken == m.region.length) {
+                consume_front();
+                continue;
+            }
+            if (rdma_posted > 0 || broken) break;
+            size_t room = buf.size() - n, left = m.region.length - m.taken;
+            if (direct && room >= std::min(left, kDirectMin)) {
+                size_t k = read_direct(buf.data() + n, std::min(room, left));
+                n += k;
+                if (k == 0) break;
+                // Finished now, not at the next call: the writer waits for its rts-done.
+                if (m.taken == m.region.length) consume_front();
+                continue;
+            }
+            start_bounce();
+            progress(); // shm moves the piece while posting it
+            if (rq.front().off == rq.front().end) break;
+        }
+        // Nothing yet but a piece of a region in flight: wait for it.
+        if (n > 0 || w || broken || rq.empty() || buf.size() == n) break;
     }
+    direct_read = false;
     if (n > 0)
         post_control(); // credits go back as soon as a batch is owed
     else if (w)
         ec = w;
-    else if (!fin_rx && broken)
-        ec = error;
+    else if (broken && (!fin_rx || !rq.empty()))
+        ec = error ? error : std::make_error_code(std::errc::connection_reset);
     update_ready();
     return n;
 }
@@ -89,73 +118,26 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
     return n;
 }
 
-std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error_code &ec) {
-    const size_t head = buf.size();
-    VIP_MEM_ATTRIBUTES ma{};
-    ma.Ptag = nic->ptag();
-    auto *base = const_cast<std::byte *>(buf.data());
-    if (VipRegisterMem(nic->handle(), base, head, &ma, &zc_mh) != VIP_SUCCESS) {
-        return write_copy(buf, kNever, ec); // e.g. the NIC's registration limits
-    }
-    progress();
-    size_t n = 0; // bytes queued from buf
-    bool stop = false;
-    for (;;) {
-        while (!broken && !stop && n < head && !free_slots.empty()) {
-            auto k = static_cast<uint32_t>(std::min<size_t>(payload, head - n));
-            pending.push_back({free_slots.back(), k, buf.data() + n});
-            free_slots.pop_back();
-            n += k;
-        }
-        post_pending();
-        // Done once every piece is posted (progress() inside the wait posts them too).
-        auto unposted = [&] { return !pending.empty() && pending.back().zc; };
-        auto moved = [&] { return broken || (n < head ? !free_slots.empty() : !unposted()); };
-        if (broken || stop || (n == head && !unposted())) break;
-        if (credits == 0) stats.credit_stalls++;
-        if (wait_until(moved, kNever)) stop = true; // interrupted: what was posted must complete
-    }
-    // Messages not posted yet (no credit) are taken back: they are the tail of the queue.
-    while (!pending.empty() && pending.back().zc) {
-        n -= pending.back().len;
-        free_slots.push_back(pending.back().slot);
-        pending.pop_back();
-    }
-    // The peer reads the posted ones from our pages: wait, whatever signals come.
-    while (zc_posted > 0 && !broken) {
-        std::error_code w = wait_until([&] { return broken || zc_posted == 0; }, kNever);
-        (void)w;
-    }
-    if (zc_posted > 0) {
-        // Broken: a disconnect completes (flushes) every posted descriptor.
-        VipDisconnect(vi);
-        for (int i = 0; i < 2000 && zc_posted > 0; ++i) {
-            progress();
-            if (zc_posted > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-    }
-    // A descriptor still pointing into the region keeps it registered (a leak, not a
-    // use of freed pages).
-    if (zc_posted == 0) VipDeregisterMem(nic->handle(), base, zc_mh);
-    // Like the copying path: bytes taken are counted, the error comes with the next call.
-    if (n == 0 && broken)
-        ec = fin_rx ? std::make_error_code(std::errc::broken_pipe) : error;
-    else if (n == 0 && stop)
-        ec = std::make_error_code(std::errc::interrupted);
-    update_ready();
-    return n;
-}
-
 std::error_code Stream::Impl::close(Deadline deadline) {
     if (!vi) return {};
     std::error_code result;
     if (connected) {
+        opt.nonblocking = false;
+        // A piece of a region in flight lands in a receive buffer: it must finish before
+        // the buffer goes back to the VI.
+        while (rdma_posted > 0 && !broken) {
+            std::error_code w = wait_until([&] { return broken || rdma_posted == 0; }, deadline);
+            if (w && w != std::errc::interrupted) break;
+        }
+        if (rdma_posted > 0) {
+            teardown();
+            return broken ? error : std::make_error_code(std::errc::timed_out);
+        }
         // Nobody will read any more: drop what is here and what comes, so a peer blocked
         // writing to us cannot keep us from sending our own data.
         discarding = true;
         while (!rq.empty()) consume_front();
         fin_wanted = true;
-        opt.nonblocking = false;
         for (;;) {
             std::error_code w =
                 wait_until([&] { return broken || (fin_tx && fin_ack_rx); }, deadline);

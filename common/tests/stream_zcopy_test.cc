@@ -2,6 +2,7 @@
 // side-by-side measurement that is run by hand (hidden tag [.zcopy-bench]).
 #include "helpers.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -9,6 +10,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -22,13 +24,30 @@ double cpu(const rusage &r) {
     return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
 }
 
+enum class Reader {
+    deadline, // reads with a deadline: regions come in pieces through a receive buffer
+    direct,   // blocking reads without deadline: regions straight into the buffer
+    random,   // the same with random sizes from 1 B: both ways
+    polling,  // non-blocking reads woken by poll() on fd()
+};
+
 // Reads `total` bytes of pattern `seed` from s, checking them; returns bytes read.
-uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed) {
-    std::vector<std::byte> buf(200 * 1024 + 7);
+uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed, Reader how = Reader::deadline) {
+    std::vector<std::byte> buf(300 * 1024 + 7);
+    std::mt19937_64 rng(seed);
+    if (how == Reader::polling) s.set_nonblocking(true);
     uint64_t off = 0;
-    while (off < total) {
+    auto end = vipl::Clock::now() + 20s;
+    while (off < total && vipl::Clock::now() < end) {
         std::error_code ec;
-        size_t n = s.read(buf, deadline_in(10s), ec);
+        size_t want = how == Reader::random ? 1 + rng() % buf.size() : buf.size();
+        size_t n = how == Reader::deadline ? s.read({buf.data(), want}, deadline_in(10s), ec)
+                                           : s.read({buf.data(), want}, ec);
+        if (ec == std::errc::operation_would_block) {
+            pollfd p{s.fd(), POLLIN, 0};
+            poll(&p, 1, 1000);
+            continue;
+        }
         if (ec || n == 0) break;
         if (ct::check(buf.data(), n, off, seed) >= 0) break;
         off += n;
@@ -40,19 +59,21 @@ uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed) {
 
 TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
     std::string base = CT_PROVIDER();
+    Reader how = GENERATE(Reader::deadline, Reader::direct, Reader::random, Reader::polling);
+    INFO("reader " << static_cast<int>(how));
     vipl::StreamOptions o;
     o.zcopy_threshold = 64 * 1024;
     auto p = ct::connect_pair(base, o);
     // Small (buffered), large (zero copy), small, odd-sized large, exactly the threshold.
-    const std::vector<size_t> sizes{100, 1 << 20, 3, 200 * 1024 + 13, 1, 64 * 1024, 5};
+    const std::vector<size_t> sizes{100, 1 << 20, 3, 200 * 1024 + 13, 1, 3 << 20 | 5, 64 * 1024, 5};
     uint64_t total = 0, large = 0;
     for (size_t n : sizes) {
         total += n;
         if (n >= 64 * 1024) large += n;
     }
     uint64_t got = 0;
-    std::thread reader([&] { got = read_check(p.server, total, 7); });
-    std::vector<std::byte> buf(1 << 20);
+    std::thread reader([&] { got = read_check(p.server, total, 7, how); });
+    std::vector<std::byte> buf(4 << 20);
     uint64_t off = 0;
     for (size_t n : sizes) {
         ct::fill(buf.data(), n, off, 7);
@@ -110,7 +131,7 @@ TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what
         auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
         if (ec) return 2;
         std::this_thread::sleep_for(400ms); // the writer's signal comes meanwhile
-        if (read_check(s, kTotal, 11) != kTotal) return 3;
+        if (read_check(s, kTotal, 11, Reader::random) != kTotal) return 3;
         return s.close(deadline_in(10s)) ? 4 : 0;
     });
     std::error_code ec;
@@ -139,6 +160,31 @@ TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what
     CHECK(ct::write_all(s, buf.data() + n, kTotal - n));
     CHECK(!s.close(deadline_in(10s)));
     CHECK(ct::wait_child(pid) == 0);
+}
+
+TEST_CASE("stream: a reader that closes releases a zero-copy writer") {
+    std::string base = CT_PROVIDER();
+    auto p = ct::connect_pair(base);
+    std::vector<std::byte> buf(8 << 20);
+    ct::fill(buf.data(), buf.size(), 0, 13);
+    std::thread reader([&] {
+        std::byte b[100];
+        std::error_code ec;
+        size_t n = p.server.read(b, deadline_in(10s), ec); // part of the first region
+        CHECK(n > 0);
+        CHECK(ct::check(b, n, 0, 13) == -1);
+        CHECK(!p.server.close(deadline_in(10s)));
+    });
+    std::error_code ec;
+    auto t0 = vipl::Clock::now();
+    size_t n = p.client.write(buf, ec);
+    reader.join();
+    CHECK(vipl::Clock::now() - t0 < 8s);
+    CHECK(n <= buf.size()); // offered regions count as written, like bytes a socket buffered
+    // The peer is gone: writing fails soon.
+    auto end = vipl::Clock::now() + 5s;
+    while (!ec && vipl::Clock::now() < end) p.client.write(buf, deadline_in(1s), ec);
+    CHECK((ec == std::errc::broken_pipe || ec == std::errc::connection_reset));
 }
 
 TEST_CASE("stream: a zero-copy write to a peer that dies returns and later writes fail") {
@@ -188,7 +234,7 @@ TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
             std::vector<std::byte> buf(kWrite);
             uint64_t got = 0;
             while (got < uint64_t(kWrite) * kWrites) {
-                size_t n = s.read(buf, deadline_in(10s), ec);
+                size_t n = s.read(buf, ec); // no deadline: regions go straight into buf
                 if (ec || n == 0) return 3;
                 got += n;
             }
