@@ -157,6 +157,7 @@ void Stream::Impl::teardown() noexcept {
             registered = false;
         } else {
             mem = nullptr;
+            new auto(std::move(leaked)); // as mem: never freed under a live descriptor
         }
     }
     if (registered && mem) VipDeregisterMem(nic->handle(), mem, mh);
@@ -230,19 +231,27 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     if (h.kind == Kind::data) {
         stats.messages_in++;
         stats.bytes_in += h.length;
-        rq.push_back({slot, kHeaderSize, got});
+        Msg m;
+        m.slot = slot;
+        m.off = kHeaderSize;
+        m.end = got;
+        rq.push_back(std::move(m));
         if (discarding) consume_front();
         return;
     }
     if (h.kind == Kind::rts) {
         stats.messages_in++;
-        Msg m{slot, kHeaderSize, kHeaderSize, true, detail::decode_rts(rbuf(slot) + kHeaderSize)};
+        Msg m;
+        m.slot = slot;
+        m.off = m.end = kHeaderSize;
+        m.rts = true;
+        m.region = detail::decode_rts(rbuf(slot) + kHeaderSize);
         if (m.region.length == 0) {
             set_broken(std::make_error_code(std::errc::protocol_error));
             VipDisconnect(vi);
             return;
         }
-        rq.push_back(m);
+        rq.push_back(std::move(m));
         if (discarding) consume_front();
         return;
     }
@@ -269,7 +278,7 @@ void Stream::Impl::repost(uint32_t slot) {
 // credit to the peer.
 void Stream::Impl::consume_front() {
     uint32_t slot = rq.front().slot;
-    if (rq.front().rts) need_rts_done++;
+    if (rq.front().rts && !rq.front().done_sent) need_rts_done++;
     rq.pop_front();
     repost(slot);
     owed++;

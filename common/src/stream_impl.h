@@ -21,6 +21,8 @@
 // time into the rts's own receive buffer (the "bounce", started as soon as the rts is
 // first in line, so non-blocking readers see readiness).  Finishing a region returns
 // its credit with an rts-done; the write returns once every region it offered is done.
+// A side blocked in a write while regions are offered to it pulls them into heap memory
+// (pull_regions), so two programs writing to each other before reading do not deadlock.
 #pragma once
 
 #include "frame.h"
@@ -91,6 +93,11 @@ struct Stream::Impl {
     // Waits, ignoring signals, until no RDMA read is in flight (or the stream broke, in
     // which case the VI is disconnected so that the flush completes them).
     void drain_rdma();
+    // A blocking write that waits while the peer offers us regions takes them whole into
+    // memory of ours and tells the peer they are done: the peer may be blocked writing
+    // too, each waiting for the other to read (sockets buffer; so do we, then).
+    bool pullable() const;
+    void pull_regions();
     std::error_code close(Deadline deadline);
     // Disconnects, takes every descriptor back, destroys the VI, frees the memory.
     void teardown() noexcept;
@@ -137,11 +144,16 @@ struct Stream::Impl {
 
     // Receive side.
     struct Msg {
-        uint32_t slot, off, end; // bytes [off, end) of rbuf(slot) are unread
-        bool rts = false;        // a region to RDMA-read: the rest is its state
+        uint32_t slot = 0, off = 0, end = 0; // bytes [off, end) of bytes() are unread
+        bool rts = false;                    // a region to RDMA-read: the rest is its state
         detail::Rts region{};
-        uint32_t taken = 0; // bytes of the region read (into off..end or a program)
+        uint32_t taken = 0;        // bytes of the region read (into off..end or a program)
+        bool done_sent = false;    // its rts-done is owed already (pulled)
+        std::vector<uint8_t> heap; // a pulled region (see pull_regions), else empty
     };
+    const uint8_t *bytes(const Msg &m) const {
+        return m.heap.empty() ? rbuf(m.slot) : m.heap.data();
+    }
     std::deque<Msg> rq; // data taken off the VI, not yet read
     uint32_t owed = 0;  // credits to return to the peer
     bool fin_rx = false;
@@ -162,9 +174,10 @@ struct Stream::Impl {
     VIP_MEM_HANDLE zc_mh = 0; // the caller's memory during a zero-copy write
     bool rdma_ok = false;     // VIs enable RDMA read (the NIC supports it)
     uint32_t need_rts_done = 0;
-    uint32_t rdma_posted = 0; // RDMA reads in flight
-    uint32_t bounce_len = 0;  // bytes of the bounce read in flight (0: none)
-    bool direct_read = false; // a blocking read may read regions itself: no bounce
+    uint32_t rdma_posted = 0;                 // RDMA reads in flight
+    uint32_t bounce_len = 0;                  // bytes of the bounce read in flight (0: none)
+    bool direct_read = false;                 // a blocking read may read regions itself: no bounce
+    std::vector<std::vector<uint8_t>> leaked; // pulls a broken VI may still write into
     bool fin_wanted = false;
     bool fin_tx = false;
 

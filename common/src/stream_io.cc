@@ -27,7 +27,7 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
             Msg &m = rq.front();
             if (m.off < m.end) {
                 size_t k = std::min<size_t>(buf.size() - n, m.end - m.off);
-                std::memcpy(buf.data() + n, rbuf(m.slot) + m.off, k);
+                std::memcpy(buf.data() + n, bytes(m) + m.off, k);
                 m.off += static_cast<uint32_t>(k);
                 n += k;
                 if (m.off == m.end && (!m.rts || m.taken == m.region.length)) consume_front();
@@ -84,7 +84,7 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
                                      std::error_code &ec) {
     progress();
     size_t n = 0;
-    auto room = [&] { return writable(); };
+    auto room = [&] { return writable() || pullable(); };
     for (;;) {
         if (broken) {
             if (n == 0) ec = fin_rx ? std::make_error_code(std::errc::broken_pipe) : error;
@@ -108,6 +108,10 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
         post_pending();
         if (n == buf.size()) break;
         if (credits == 0) stats.credit_stalls++;
+        if (pullable()) {
+            pull_regions();
+            continue;
+        }
         std::error_code w = wait_until(room, deadline);
         if (w) {
             if (n == 0) ec = w;

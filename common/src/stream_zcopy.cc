@@ -48,8 +48,13 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
         if (broken || stop || (n == buf.size() && !unposted())) break;
         if (credits == 0) stats.credit_stalls++;
         // progress() inside the wait posts what credits and kRtsMax allow.
-        auto moved = [&] { return broken || (n < buf.size() ? !free_slots.empty() : !unposted()); };
-        if (wait_until(moved, kNever)) stop = true; // interrupted: offered regions must finish
+        auto moved = [&] {
+            return broken || pullable() || (n < buf.size() ? !free_slots.empty() : !unposted());
+        };
+        if (pullable())
+            pull_regions();
+        else if (wait_until(moved, kNever))
+            stop = true; // interrupted: offered regions must finish
     }
     // Regions not offered yet are taken back: they are the tail of the queue.
     while (unposted()) {
@@ -59,7 +64,9 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
     }
     // The reader takes the offered regions from our pages: wait, whatever signals come.
     while (rts_posted > 0 && !broken) {
-        std::error_code w = wait_until([&] { return broken || rts_posted == 0; }, kNever);
+        if (pullable()) pull_regions();
+        std::error_code w =
+            wait_until([&] { return broken || rts_posted == 0 || pullable(); }, kNever);
         (void)w;
     }
     // Broken: the reader's RDMA reads of the region fail from now on (deregistered).
@@ -106,6 +113,61 @@ std::size_t Stream::Impl::read_direct(std::byte *dst, std::size_t len) {
     m.taken += static_cast<uint32_t>(done);
     stats.bytes_in += done;
     return done;
+}
+
+bool Stream::Impl::pullable() const {
+    if (opt.nonblocking || broken) return false;
+    for (const Msg &m : rq)
+        if (m.rts && m.taken < m.region.length) return true;
+    return false;
+}
+
+void Stream::Impl::pull_regions() {
+    drain_rdma(); // a piece in flight becomes part of what is pulled
+    for (Msg &m : rq) {
+        if (broken) return;
+        if (!m.rts || m.taken == m.region.length) continue;
+        size_t have = m.end - m.off, rest = m.region.length - m.taken;
+        std::vector<uint8_t> h(have + rest);
+        std::memcpy(h.data(), bytes(m) + m.off, have);
+        VIP_MEM_ATTRIBUTES ma{};
+        ma.Ptag = nic->ptag();
+        VIP_MEM_HANDLE lmh;
+        if (VipRegisterMem(nic->handle(), h.data(), h.size(), &ma, &lmh) != VIP_SUCCESS) {
+            set_broken(std::make_error_code(std::errc::not_enough_memory));
+            return;
+        }
+        size_t off = 0;
+        while (off < rest && !broken) {
+            for (uint32_t k = 0; k < kRdmaSlots && off < rest; ++k) {
+                auto piece = static_cast<uint32_t>(std::min<size_t>(payload, rest - off));
+                VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
+                fill_read(d, m.region.addr + m.taken + off, m.region.handle, h.data() + have + off,
+                          piece, lmh);
+                if (VipPostSend(vi, d, mh) != VIP_SUCCESS) {
+                    set_broken(std::make_error_code(std::errc::connection_reset));
+                    break;
+                }
+                rdma_posted++;
+                off += piece;
+            }
+            drain_rdma();
+        }
+        if (rdma_posted == 0) VipDeregisterMem(nic->handle(), h.data(), lmh);
+        if (broken) {
+            // A descriptor may still point into h: it lives as long as the stream.
+            if (rdma_posted > 0) leaked.push_back(std::move(h));
+            return;
+        }
+        stats.bytes_in += rest;
+        m.heap = std::move(h);
+        m.off = 0;
+        m.end = static_cast<uint32_t>(m.heap.size());
+        m.taken = m.region.length;
+        m.done_sent = true;
+        need_rts_done++;
+    }
+    post_control();
 }
 
 void Stream::Impl::start_bounce() {

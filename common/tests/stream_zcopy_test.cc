@@ -162,6 +162,29 @@ TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what
     CHECK(ct::wait_child(pid) == 0);
 }
 
+TEST_CASE("stream: two ends that both write large buffers before reading do not deadlock") {
+    std::string base = CT_PROVIDER();
+    // Both zero-copy, or one of them copying (a deadline) while the other offers regions.
+    bool both = GENERATE(true, false);
+    auto p = ct::connect_pair(base);
+    constexpr size_t kBytes = 3 << 20;
+    auto run = [&](vipl::Stream &s, uint32_t out_seed, uint32_t in_seed, bool copy) {
+        std::vector<std::byte> buf(kBytes);
+        ct::fill(buf.data(), kBytes, 0, out_seed);
+        std::error_code ec;
+        size_t n = copy ? s.write(buf, deadline_in(10s), ec) : s.write(buf, ec);
+        CHECK(n == kBytes);
+        CHECK(!ec);
+        return read_check(s, kBytes, in_seed, Reader::direct);
+    };
+    uint64_t got_a = 0, got_b = 0;
+    std::thread a([&] { got_a = run(p.client, 1, 2, false); });
+    got_b = run(p.server, 2, 1, !both);
+    a.join();
+    CHECK(got_a == kBytes);
+    CHECK(got_b == kBytes);
+}
+
 TEST_CASE("stream: a reader that closes releases a zero-copy writer") {
     std::string base = CT_PROVIDER();
     auto p = ct::connect_pair(base);
