@@ -124,6 +124,12 @@ bool Stream::Impl::pullable() const {
 
 void Stream::Impl::pull_regions() {
     drain_rdma(); // a piece in flight becomes part of what is pulled
+    // No piece may start meanwhile (progress() would fetch into the front's buffer).
+    struct NoBounce {
+        bool &flag, saved;
+        ~NoBounce() { flag = saved; }
+    } guard{direct_read, direct_read};
+    direct_read = true;
     for (Msg &m : rq) {
         if (broken) return;
         if (!m.rts || m.taken == m.region.length) continue;
