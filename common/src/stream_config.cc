@@ -38,8 +38,8 @@ const Row kRows[] = {
       "registered send buffers per stream: written data held until the peer has it"},
      Field::send_buffers},
     {{"STREAM_ZCOPY_THRESHOLD", "u32", "1048576", 0, 0xffffffffu,
-      "blocking writes without deadline of at least this many bytes are sent from the "
-      "caller's memory, not copied (0: never)"},
+      "blocking writes without deadline of at least this many bytes are not copied: the peer "
+      "RDMA-reads them from the caller's memory (0: never)"},
      Field::zcopy},
     {{"STREAM_LINGER_MS", "u32", "5000", 0, 3600000,
       "milliseconds the destructor's orderly close waits for the peer to take what was "

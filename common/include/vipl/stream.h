@@ -59,12 +59,11 @@ struct StreamOptions {
     // Send side: this many registered send buffers (of buffer_size) hold written data
     // until the peer has it.  Small writes are coalesced into the last buffer not yet sent.
     uint32_t send_buffers = 16;
-    // A blocking write without deadline of at least this many bytes sends straight from
-    // the caller's memory (registered for the call) instead of copying it into the send
-    // buffers; 0 never does.  Such a write returns once the peer has taken every byte it
-    // sent from there (its library, in one of its calls), so a signal ends it only after
-    // that (see write()).  It saves the writer's copy, not time: below about 1 MiB the
-    // wait for the peer costs more than the copy did (common/README.md).
+    // A blocking write without deadline of at least this many bytes is not copied: the
+    // peer reads it from the caller's memory (RDMA read), straight into its program's
+    // buffer when that is a blocking read without deadline; 0 never does.  Such a write
+    // returns once the peer has taken every byte (see write()).  Measured on shm it pays
+    // from about 256 KiB; on tcp it does not (common/README.md).
     uint32_t zcopy_threshold = 1024 * 1024;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
@@ -119,6 +118,8 @@ public:
     // buf is empty.  Blocking mode waits until something is readable or the deadline
     // passes; non-blocking mode returns operation_would_block at once.  After an abort by
     // the peer, data already received may still be returned, then connection_reset.
+    // A blocking read without deadline takes the bytes of a zero-copy write straight into
+    // buf; a signal does not end it while such a transfer is under way.
     std::size_t read(std::span<std::byte> buf, std::error_code &ec);
     std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
 
@@ -127,10 +128,12 @@ public:
     // deadline passes or a signal interrupts it after some bytes were accepted, it
     // returns that count with ec clear (like a socket).  Non-blocking mode accepts what
     // fits and returns operation_would_block when nothing fits.
-    // Zero copy (blocking, no deadline, options().zcopy_threshold bytes or more): the
-    // bytes are sent from buf itself and the call returns when the peer has taken them;
-    // a signal stops further sends, then the call waits for those under way and returns
-    // their count (interrupted if none).  buf must not change during the call.
+    // Zero copy (blocking, no deadline, options().zcopy_threshold bytes or more): buf is
+    // offered to the peer in regions it reads itself, and the call returns when it has
+    // taken them all: when its program has read them, or its library took them in
+    // because its program was itself blocked writing.  A signal stops further offers;
+    // the call waits for the offered ones and returns their count (interrupted if none).
+    // buf must not change during the call.
     std::size_t write(std::span<const std::byte> buf, std::error_code &ec);
     std::size_t write(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
 
