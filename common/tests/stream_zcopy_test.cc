@@ -246,6 +246,37 @@ TEST_CASE("stream: a zero-copy write to a peer that dies returns and later write
     s.abort();
 }
 
+TEST_CASE("stream: a reader whose zero-copy writer dies mid-region gets an error") {
+    std::string base = CT_PROVIDER();
+    auto l = ct::bind_free(base);
+    int pid = ct::spawn([&] {
+        std::error_code ec;
+        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
+        if (ec) return 2;
+        std::vector<std::byte> buf(64 << 20);
+        s.write(buf, ec); // killed in here
+        return 0;
+    });
+    std::error_code ec;
+    auto s = l.accept(deadline_in(10s), ec);
+    REQUIRE(!ec);
+    std::vector<std::byte> buf(256 * 1024);
+    uint64_t got = 0;
+    auto t0 = vipl::Clock::now();
+    bool killed = false;
+    while (!ec && vipl::Clock::now() - t0 < 15s) {
+        if (!killed && got >= (4u << 20)) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        got += s.read(buf, ec); // no deadline: straight into buf
+    }
+    CHECK(killed);
+    CHECK(ec == std::errc::connection_reset);
+    CHECK(got < (64u << 20));
+    ct::wait_child(pid);
+}
+
 // Run by hand: vipl-common-tests "[.zcopy-bench]" (prints MB/s, asserts nothing timed).
 // ZC_BENCH_WRITE sets the write size (1 MiB), ZC_BENCH_URI the provider (vipl+shm://...).
 TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
