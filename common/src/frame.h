@@ -5,7 +5,7 @@
 //   byte 1     0 (reserved)
 //   bytes 2-3  credits returned to the receiver of this message: data messages it may
 //              send in addition (any kind of message carries them)
-//   bytes 4-7  payload length; 0 for every kind but data
+//   bytes 4-7  payload length; 0 for every kind but data and rts
 #pragma once
 
 #include <arpa/inet.h>
@@ -16,13 +16,17 @@
 namespace vipl::detail {
 
 enum class Kind : uint8_t {
-    data = 1,    // payload bytes of the stream; uses one credit
-    credit = 2,  // credits only
-    fin = 3,     // the sender writes no more; everything before it was sent
-    fin_ack = 4, // the receiver of a fin has taken every message up to it
+    data = 1,     // payload bytes of the stream; uses one credit
+    credit = 2,   // credits only
+    fin = 3,      // the sender writes no more; everything before it was sent
+    fin_ack = 4,  // the receiver of a fin has taken every message up to it
+    rts = 5,      // stream bytes the receiver RDMA-reads from the sender; uses one credit.
+                  // Payload (kRtsSize): address u64, memory handle u32, length u32
+    rts_done = 6, // the receiver has taken (or dropped) the bytes of the oldest rts
 };
 
 constexpr uint32_t kHeaderSize = 8;
+constexpr uint32_t kRtsSize = 16;
 
 struct Header {
     Kind kind;
@@ -45,6 +49,25 @@ inline Header decode(const uint8_t *p) {
     std::memcpy(&c, p + 2, 2);
     std::memcpy(&l, p + 4, 4);
     return {static_cast<Kind>(p[0]), ntohs(c), ntohl(l)};
+}
+
+// The region an rts offers: an address in the sender, its memory handle, a length.
+struct Rts {
+    uint64_t addr;
+    uint32_t handle;
+    uint32_t length;
+};
+
+inline void encode_rts(uint8_t *p, const Rts &r) {
+    uint32_t w[4] = {htonl(static_cast<uint32_t>(r.addr >> 32)),
+                     htonl(static_cast<uint32_t>(r.addr)), htonl(r.handle), htonl(r.length)};
+    std::memcpy(p, w, sizeof w);
+}
+
+inline Rts decode_rts(const uint8_t *p) {
+    uint32_t w[4];
+    std::memcpy(w, p, sizeof w);
+    return {(uint64_t{ntohl(w[0])} << 32) | ntohl(w[1]), ntohl(w[2]), ntohl(w[3])};
 }
 
 } // namespace vipl::detail

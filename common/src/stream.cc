@@ -159,6 +159,23 @@ int Stream::fd() const noexcept {
     return impl_ ? impl_->ep_fd : -1;
 }
 
+void Stream::set_fd_events(short events) noexcept {
+    if (!impl_) return;
+    impl_->fd_events = static_cast<short>(events & (POLLIN | POLLOUT));
+    impl_->update_ready();
+}
+
+short Stream::fd_events() const noexcept {
+    return impl_ ? impl_->fd_events : 0;
+}
+
+short Stream::events() noexcept {
+    if (!is_open()) return 0;
+    impl_->progress();
+    impl_->update_ready();
+    return impl_->events();
+}
+
 void Stream::set_nonblocking(bool on) noexcept {
     if (impl_) impl_->opt.nonblocking = on;
 }

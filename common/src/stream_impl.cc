@@ -19,6 +19,7 @@ namespace vipl {
 using detail::Header;
 using detail::kHeaderSize;
 using detail::Kind;
+using detail::kRtsSize;
 
 namespace {
 
@@ -58,7 +59,8 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
 
     // Buffers start on a cache line: SEND-GET and the tcp provider's direct reads like it.
     size_t mtu_r = round_up(mtu, 64);
-    size_t descs = round_up((s->nrecv + s->nsend + kCtlSlots) * sizeof(VIP_DESCRIPTOR), 4096);
+    size_t descs =
+        round_up((s->nrecv + s->nsend + kCtlSlots + kRdmaSlots) * sizeof(VIP_DESCRIPTOR), 4096);
     s->mem_size = round_up(descs + (s->nrecv + s->nsend) * mtu_r + kCtlSlots * kCtlBufSize, 4096);
     void *p =
         mmap(nullptr, s->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -87,6 +89,9 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     va.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
     va.MaxTransferSize = mtu;
     va.Ptag = s->nic->ptag();
+    // The peer RDMA-reads zero-copy writes from this side (its library is this one).
+    s->rdma_ok = (s->nic->attrs().RDMAReadSupport & VIP_SERVICE_RELIABLE_DELIVERY) != 0;
+    va.EnableRdmaRead = s->rdma_ok ? VIP_TRUE : VIP_FALSE;
     if ((rc = VipCreateVi(s->nic->handle(), &va, nullptr, nullptr, &s->vi)) != VIP_SUCCESS ||
         (rc = VipGetViWaitFd(s->vi, &s->vi_fd)) != VIP_SUCCESS) {
         ec = make_vip_error(rc);
@@ -152,6 +157,7 @@ void Stream::Impl::teardown() noexcept {
             registered = false;
         } else {
             mem = nullptr;
+            new auto(std::move(leaked)); // as mem: never freed under a live descriptor
         }
     }
     if (registered && mem) VipDeregisterMem(nic->handle(), mem, mh);
@@ -181,11 +187,26 @@ void Stream::Impl::set_broken(std::error_code why) {
 
 void Stream::Impl::on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     auto i = static_cast<uint32_t>(d - sdesc);
-    if (i < nsend)
-        free_slots.push_back(i);
-    else
-        free_ctl.push_back(i - nsend);
     if (rc != VIP_SUCCESS) set_broken(std::make_error_code(std::errc::connection_reset));
+    if (i < nsend) {
+        free_slots.push_back(i);
+    } else if (i < nsend + kCtlSlots) {
+        free_ctl.push_back(i - nsend);
+    } else {
+        rdma_posted--;
+        if (bounce_len && rdma_posted == 0) {
+            // The front rts's next piece is in its buffer now (rts stay first while
+            // a read is in flight).
+            Msg &m = rq.front();
+            if (rc == VIP_SUCCESS) {
+                m.off = kHeaderSize;
+                m.end = kHeaderSize + bounce_len;
+                m.taken += bounce_len;
+                stats.bytes_in += bounce_len;
+            }
+            bounce_len = 0;
+        }
+    }
 }
 
 void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
@@ -197,9 +218,10 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     }
     uint32_t got = d->CS.Length;
     Header h = detail::decode(rbuf(slot));
-    bool ok = got >= kHeaderSize && h.length == got - kHeaderSize &&
-              (h.kind == Kind::data ? h.length > 0 : h.length == 0) &&
-              (h.kind >= Kind::data && h.kind <= Kind::fin_ack);
+    uint32_t want = h.kind == Kind::data ? h.length : h.kind == Kind::rts ? kRtsSize : 0;
+    bool ok = got >= kHeaderSize && h.length == got - kHeaderSize && h.length == want &&
+              (h.kind != Kind::data || h.length > 0) &&
+              (h.kind >= Kind::data && h.kind <= Kind::rts_done);
     if (!ok) {
         set_broken(std::make_error_code(std::errc::protocol_error));
         VipDisconnect(vi);
@@ -209,7 +231,27 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     if (h.kind == Kind::data) {
         stats.messages_in++;
         stats.bytes_in += h.length;
-        rq.push_back({slot, kHeaderSize, got});
+        Msg m;
+        m.slot = slot;
+        m.off = kHeaderSize;
+        m.end = got;
+        rq.push_back(std::move(m));
+        if (discarding) consume_front();
+        return;
+    }
+    if (h.kind == Kind::rts) {
+        stats.messages_in++;
+        Msg m;
+        m.slot = slot;
+        m.off = m.end = kHeaderSize;
+        m.rts = true;
+        m.region = detail::decode_rts(rbuf(slot) + kHeaderSize);
+        if (m.region.length == 0) {
+            set_broken(std::make_error_code(std::errc::protocol_error));
+            VipDisconnect(vi);
+            return;
+        }
+        rq.push_back(std::move(m));
         if (discarding) consume_front();
         return;
     }
@@ -219,6 +261,8 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
         need_fin_ack = true;
     } else if (h.kind == Kind::fin_ack) {
         fin_ack_rx = true;
+    } else if (h.kind == Kind::rts_done && rts_posted > 0) {
+        rts_posted--;
     }
     repost(slot);
 }
@@ -234,6 +278,7 @@ void Stream::Impl::repost(uint32_t slot) {
 // credit to the peer.
 void Stream::Impl::consume_front() {
     uint32_t slot = rq.front().slot;
+    if (rq.front().rts && !rq.front().done_sent) need_rts_done++;
     rq.pop_front();
     repost(slot);
     owed++;
@@ -261,18 +306,45 @@ void Stream::Impl::progress() {
     }
     post_pending();
     post_control();
+    // A region first in line is fetched piece by piece unless a blocking read is about
+    // to take it directly.
+    if (!broken && !direct_read && !discarding && rdma_posted == 0 && !rq.empty() &&
+        rq.front().rts && rq.front().off == rq.front().end &&
+        rq.front().taken < rq.front().region.length)
+        start_bounce();
+}
+
+bool Stream::Impl::front_ready(bool direct) const {
+    if (rq.empty()) return false;
+    const Msg &m = rq.front();
+    if (!m.rts || m.off < m.end) return true;
+    if (rdma_posted > 0) return false;
+    return m.taken == m.region.length || direct;
 }
 
 void Stream::Impl::post_pending() {
     while (!broken && credits > 0 && !pending.empty()) {
-        auto [slot, len] = pending.front();
+        auto [slot, len, zc] = pending.front();
         uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(owed, 0xffff));
-        detail::encode(sbuf(slot), {Kind::data, c, len});
-        fill(&sdesc[slot], sbuf(slot), kHeaderSize + len, mh);
-        VIP_RETURN rc = VipPostSend(vi, &sdesc[slot], mh);
+        VIP_DESCRIPTOR *d = &sdesc[slot];
+        if (zc) {
+            if (rts_posted >= kRtsMax) return; // see the header: the peer's control slots
+            detail::encode(sbuf(slot), {Kind::rts, c, kRtsSize});
+            detail::encode_rts(sbuf(slot) + kHeaderSize,
+                               {reinterpret_cast<uintptr_t>(zc), zc_mh, len});
+            fill(d, sbuf(slot), kHeaderSize + kRtsSize, mh);
+        } else {
+            detail::encode(sbuf(slot), {Kind::data, c, len});
+            fill(d, sbuf(slot), kHeaderSize + len, mh);
+        }
+        VIP_RETURN rc = VipPostSend(vi, d, mh);
         if (rc != VIP_SUCCESS) {
             set_broken(std::make_error_code(std::errc::connection_reset));
             return;
+        }
+        if (zc) {
+            rts_posted++;
+            stats.bytes_zcopy += len;
         }
         pending.pop_front();
         owed -= c;
@@ -303,6 +375,7 @@ bool Stream::Impl::send_control(Kind kind) {
 void Stream::Impl::post_control() {
     if (broken) return;
     if (need_fin_ack && send_control(Kind::fin_ack)) need_fin_ack = false;
+    while (need_rts_done > 0 && send_control(Kind::rts_done)) need_rts_done--;
     // Batching keeps the peer's unprocessed credit messages within kCtlSlots (see header).
     if (owed >= batch) send_control(Kind::credit);
     if (fin_wanted && !fin_tx && pending.empty() && send_control(Kind::fin)) fin_tx = true;
@@ -336,15 +409,25 @@ std::error_code Stream::Impl::wait_until(const std::function<bool()> &done, Dead
     }
 }
 
+short Stream::Impl::events() const {
+    short e = 0;
+    if (readable()) e |= POLLIN;
+    if (writable()) e |= POLLOUT;
+    if (fin_rx) e |= POLLRDHUP;
+    if (broken) e |= POLLERR | POLLHUP;
+    if (fin_rx && fin_wanted) e |= POLLHUP;
+    return e;
+}
+
 void Stream::Impl::update_ready() {
     if (ev_fd < 0) return;
-    bool readable = !rq.empty() || fin_rx || broken;
-    if (readable && !ev_set) {
+    bool ready = (events() & (fd_events | POLLERR | POLLHUP)) != 0;
+    if (ready && !ev_set) {
         uint64_t one = 1;
         ssize_t r = ::write(ev_fd, &one, sizeof one);
         (void)r;
         ev_set = true;
-    } else if (!readable && ev_set) {
+    } else if (!ready && ev_set) {
         uint64_t v;
         ssize_t r = ::read(ev_fd, &v, sizeof v);
         (void)r;

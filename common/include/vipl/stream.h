@@ -59,6 +59,12 @@ struct StreamOptions {
     // Send side: this many registered send buffers (of buffer_size) hold written data
     // until the peer has it.  Small writes are coalesced into the last buffer not yet sent.
     uint32_t send_buffers = 16;
+    // A blocking write without deadline of at least this many bytes is not copied: the
+    // peer reads it from the caller's memory (RDMA read), straight into its program's
+    // buffer when that is a blocking read without deadline; 0 never does.  Such a write
+    // returns once the peer has taken every byte (see write()).  Measured on shm it pays
+    // from about 256 KiB; on tcp it does not (common/README.md).
+    uint32_t zcopy_threshold = 1024 * 1024;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
     // How long the destructor lets close() wait for the peer to take everything written.
@@ -73,6 +79,7 @@ struct StreamOptions {
 struct StreamCounters {
     uint64_t bytes_in = 0;      // payload bytes received (taken off the VI)
     uint64_t bytes_out = 0;     // payload bytes handed to the VI
+    uint64_t bytes_zcopy = 0;   // of bytes_out, sent from the caller's memory (zero copy)
     uint64_t messages_in = 0;   // data messages received
     uint64_t messages_out = 0;  // data messages sent
     uint64_t control_in = 0;    // credit / fin / fin-ack messages received
@@ -111,6 +118,8 @@ public:
     // buf is empty.  Blocking mode waits until something is readable or the deadline
     // passes; non-blocking mode returns operation_would_block at once.  After an abort by
     // the peer, data already received may still be returned, then connection_reset.
+    // A blocking read without deadline takes the bytes of a zero-copy write straight into
+    // buf; a signal does not end it while such a transfer is under way.
     std::size_t read(std::span<std::byte> buf, std::error_code &ec);
     std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
 
@@ -119,6 +128,12 @@ public:
     // deadline passes or a signal interrupts it after some bytes were accepted, it
     // returns that count with ec clear (like a socket).  Non-blocking mode accepts what
     // fits and returns operation_would_block when nothing fits.
+    // Zero copy (blocking, no deadline, options().zcopy_threshold bytes or more): buf is
+    // offered to the peer in regions it reads itself, and the call returns when it has
+    // taken them all: when its program has read them, or its library took them in
+    // because its program was itself blocked writing.  A signal stops further offers;
+    // the call waits for the offered ones and returns their count (interrupted if none).
+    // buf must not change during the call.
     std::size_t write(std::span<const std::byte> buf, std::error_code &ec);
     std::size_t write(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
 
@@ -139,14 +154,32 @@ public:
     // Drops the connection at once; the peer gets connection_reset.  Never blocks long.
     void abort() noexcept;
 
-    // A file descriptor that poll/select/epoll report readable (POLLIN) when read() would
-    // not block: data, end of stream or an error is there.  Spurious readiness is
-    // possible (a send completion, a credit); a missed wake-up is not, provided the
-    // program calls read() (or progress()) after each wake-up until it would block.
-    // Writability is not reported: a blocked writer waits for credits, which arrive as
-    // readiness of this fd (call write() again then).  The fd belongs to the stream:
-    // never close or read it.  -1 for an empty stream.
+    // A file descriptor that poll/select/epoll report readable (POLLIN) when one of the
+    // events chosen by set_fd_events() holds (by default POLLIN: read() would not block,
+    // as data, end of stream or an error is there), or the connection broke.  Spurious
+    // readiness is possible (any VI event); a missed wake-up is not, provided the program
+    // calls the stream (read(), write(), events() or progress()) after each wake-up.
+    // It is an epoll fd, so it never reports POLLOUT itself (the kernel reports only
+    // POLLIN for an epoll fd): to wait until write() accepts a byte, add POLLOUT with
+    // set_fd_events() and poll this fd for POLLIN, then ask events().  The fd belongs to
+    // the stream: never close or read it.  -1 for an empty stream.
     int fd() const noexcept;
+
+    // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
+    // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
+    // A program that waits for POLLOUT only when a write would block keeps fd() quiet
+    // while the stream is writable (like asking a socket for POLLOUT only then).
+    void set_fd_events(short events) noexcept;
+    short fd_events() const noexcept;
+
+    // The readiness now, as poll() bits, after taking what arrived (never blocks):
+    // POLLIN     read() would not block (data, end of stream, or an error to report)
+    // POLLOUT    write() would accept at least one byte, or fail at once
+    // POLLRDHUP  the peer shut down writing (end of stream reached or queued)
+    // POLLHUP    both directions are shut, or the connection broke
+    // POLLERR    the connection broke (the next read or write says why)
+    // 0 for an empty stream.
+    short events() noexcept;
 
     void set_nonblocking(bool on) noexcept;
     bool nonblocking() const noexcept;

@@ -1,0 +1,288 @@
+// A vipl::Stream as a Boost.Asio stream (Boost 1.74 or later, header-only).
+//
+// AsioStream meets Asio's AsyncReadStream, AsyncWriteStream, SyncReadStream and
+// SyncWriteStream requirements: boost::asio::async_read/async_write/read/write and
+// everything built on them work on it.  It owns the Stream, puts it in non-blocking
+// mode, and waits on Stream::fd() with a posix::stream_descriptor that never owns the fd
+// (it is released, not closed, before the Stream goes).
+//
+// Asynchronous operations try the Stream at once and, when it would block, wait for the
+// fd to be readable (set_fd_events() asks for POLLIN while a read waits and POLLOUT while
+// a write waits) and try again.  Handlers are never called from inside the initiating
+// function.  At most one read and one write may be outstanding at a time (as for
+// sockets).  Data moves only inside these operations: a Stream with no operation
+// outstanding takes nothing in and sends nothing held back by flow control.
+//
+// Errors: boost::system::error_code; conditions from the Stream keep their std::errc
+// value in boost's generic category (so `ec == boost::asio::error::connection_reset`
+// holds), the end of stream is boost::asio::error::eof, libvipl codes come in a "vipl"
+// category.  The synchronous overloads without an error_code throw
+// boost::system::system_error, as Asio's sync stream requirements ask; nothing else
+// throws.  Sync operations block (the Stream's blocking calls, so a large write_some
+// sends zero-copy) and retry after a signal.
+//
+// Threads: like an Asio socket, one AsioStream is used by one thread (or strand) at a
+// time.  Closing: the destructor closes the Stream in order, blocking up to its linger
+// (see Stream::close()); release() hands the Stream back instead.
+#pragma once
+
+#include "vipl/error.h"
+#include "vipl/stream.h"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/compose.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/execution_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+#include <poll.h>
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+namespace vipl {
+
+namespace asio_detail {
+
+class BoostCategory final : public boost::system::error_category {
+public:
+    const char *name() const noexcept override { return "vipl"; }
+    std::string message(int v) const override { return vipl_category().message(v); }
+};
+
+inline const boost::system::error_category &boost_vipl_category() noexcept {
+    static const BoostCategory c;
+    return c;
+}
+
+// A Stream error as Asio expects it (errno values stay errno values).
+inline boost::system::error_code to_boost(const std::error_code &ec) noexcept {
+    if (!ec) return {};
+    if (ec.category() == std::generic_category())
+        return {ec.value(), boost::system::generic_category()};
+    if (ec.category() == std::system_category())
+        return {ec.value(), boost::system::system_category()};
+    return {ec.value(), boost_vipl_category()};
+}
+
+} // namespace asio_detail
+
+class AsioStream {
+public:
+    using executor_type = boost::asio::any_io_executor;
+
+    // Takes `stream` (non-blocking from now on).  An empty Stream gives an AsioStream
+    // whose operations fail with not_connected.
+    AsioStream(const executor_type &ex, Stream stream) : stream_(std::move(stream)), sd_(ex) {
+        stream_.set_nonblocking(true);
+        stream_.set_fd_events(0);
+        boost::system::error_code ec;
+        if (stream_.fd() >= 0) sd_.assign(stream_.fd(), ec);
+    }
+    template <class Context,
+              std::enable_if_t<std::is_convertible_v<Context &, boost::asio::execution_context &>,
+                               int> = 0>
+    AsioStream(Context &ctx, Stream stream) : AsioStream(ctx.get_executor(), std::move(stream)) {}
+
+    // Not while operations are outstanding.
+    AsioStream(AsioStream &&o) noexcept
+        : stream_(std::move(o.stream_)), sd_(std::move(o.sd_)), waiting_{0, 0} {}
+    AsioStream &operator=(AsioStream &&) = delete;
+    AsioStream(const AsioStream &) = delete;
+    AsioStream &operator=(const AsioStream &) = delete;
+
+    // Cancels what is outstanding (operation_aborted), then closes the Stream in order.
+    ~AsioStream() { release_fd(); }
+
+    executor_type get_executor() noexcept { return sd_.get_executor(); }
+
+    // The Stream underneath, for counters, options, shutdown_write() and events().  Keep
+    // it non-blocking, leave set_fd_events() to this class, never read or write it
+    // directly while an operation is outstanding.
+    Stream &stream() noexcept { return stream_; }
+
+    // Outstanding operations complete with boost::asio::error::operation_aborted.
+    void cancel() {
+        boost::system::error_code ec;
+        sd_.cancel(ec);
+        waiting_[0] = waiting_[1] = 0;
+        stream_.set_fd_events(0);
+    }
+
+    // Cancels what is outstanding and gives the Stream back (blocking mode again); the
+    // AsioStream is empty afterwards.
+    Stream release() noexcept {
+        release_fd();
+        stream_.set_nonblocking(false);
+        stream_.set_fd_events(POLLIN);
+        return std::move(stream_);
+    }
+
+    // --- SyncReadStream / SyncWriteStream
+    template <class MutableBufferSequence>
+    std::size_t read_some(const MutableBufferSequence &buffers, boost::system::error_code &ec) {
+        return sync_op<true>(buffers, ec);
+    }
+    template <class MutableBufferSequence>
+    std::size_t read_some(const MutableBufferSequence &buffers) {
+        boost::system::error_code ec;
+        std::size_t n = read_some(buffers, ec);
+        if (ec) throw boost::system::system_error(ec, "vipl::AsioStream::read_some");
+        return n;
+    }
+    template <class ConstBufferSequence>
+    std::size_t write_some(const ConstBufferSequence &buffers, boost::system::error_code &ec) {
+        return sync_op<false>(buffers, ec);
+    }
+    template <class ConstBufferSequence>
+    std::size_t write_some(const ConstBufferSequence &buffers) {
+        boost::system::error_code ec;
+        std::size_t n = write_some(buffers, ec);
+        if (ec) throw boost::system::system_error(ec, "vipl::AsioStream::write_some");
+        return n;
+    }
+
+    // --- AsyncReadStream / AsyncWriteStream; handler: void(error_code, std::size_t)
+    template <class MutableBufferSequence, class ReadToken>
+    auto async_read_some(const MutableBufferSequence &buffers, ReadToken &&token) {
+        return boost::asio::async_compose<ReadToken, void(boost::system::error_code, std::size_t)>(
+            Op<MutableBufferSequence, true>{this, buffers}, token, sd_);
+    }
+    template <class ConstBufferSequence, class WriteToken>
+    auto async_write_some(const ConstBufferSequence &buffers, WriteToken &&token) {
+        return boost::asio::async_compose<WriteToken, void(boost::system::error_code, std::size_t)>(
+            Op<ConstBufferSequence, false>{this, buffers}, token, sd_);
+    }
+
+private:
+    template <class Buffers, bool Read>
+    struct Op {
+        AsioStream *s;
+        Buffers buffers;
+        enum { starting, waiting, finishing } state = starting;
+        boost::system::error_code ec{};
+        std::size_t n = 0;
+
+        template <class Self>
+        void operator()(Self &self, boost::system::error_code wait_ec = {}) {
+            if (state == finishing) return self.complete(ec, n);
+            if (state == waiting) {
+                // Cancelled: the AsioStream may be gone, touch nothing of it.
+                if (wait_ec) return self.complete(wait_ec, 0);
+                s->stop_waiting(Read);
+            }
+            bool would_block;
+            n = s->try_op<Read>(buffers, ec, would_block);
+            if (would_block) {
+                state = waiting;
+                s->start_waiting(Read);
+                s->sd_.async_wait(boost::asio::posix::descriptor_base::wait_read, std::move(self));
+                return;
+            }
+            if (state == starting) {
+                // Not from inside the initiating function: through the executor.
+                state = finishing;
+                return boost::asio::post(std::move(self));
+            }
+            self.complete(ec, n);
+        }
+    };
+
+    // One attempt without blocking over the buffers in turn, stopping at the first short
+    // transfer; eof for an orderly end with nothing read; would_block apart.
+    template <bool Read, class Buffers>
+    std::size_t try_op(const Buffers &buffers, boost::system::error_code &ec, bool &would_block) {
+        ec = {};
+        would_block = false;
+        std::size_t total = 0;
+        for (auto it = boost::asio::buffer_sequence_begin(buffers);
+             it != boost::asio::buffer_sequence_end(buffers); ++it) {
+            auto b = boost::asio::buffer(*it);
+            if (b.size() == 0) continue;
+            std::error_code e;
+            std::size_t k = transfer<Read>(b.data(), b.size(), e);
+            total += k;
+            if (total == 0) {
+                would_block = e == std::errc::operation_would_block;
+                if (e && !would_block) ec = asio_detail::to_boost(e);
+                if (!e && Read) ec = boost::asio::error::eof;
+                return 0;
+            }
+            if (e || k < b.size()) break;
+        }
+        return total;
+    }
+
+    template <bool Read>
+    std::size_t transfer(const void *p, std::size_t len, std::error_code &ec) {
+        auto *b = static_cast<std::byte *>(const_cast<void *>(p));
+        if constexpr (Read)
+            return stream_.read(std::span<std::byte>(b, len), ec);
+        else
+            return stream_.write(std::span<const std::byte>(b, len), ec);
+    }
+
+    template <bool Read, class Buffers>
+    std::size_t sync_op(const Buffers &buffers, boost::system::error_code &bec) {
+        // The first non-empty buffer, in blocking mode (a partial transfer is allowed).
+        std::error_code ec;
+        std::size_t n = 0;
+        for (;;) {
+            stream_.set_nonblocking(false);
+            auto it = boost::asio::buffer_sequence_begin(buffers);
+            auto end = boost::asio::buffer_sequence_end(buffers);
+            while (it != end && boost::asio::buffer(*it).size() == 0) ++it;
+            if (it == end) {
+                stream_.set_nonblocking(true);
+                bec = {};
+                return 0;
+            }
+            auto b = boost::asio::buffer(*it);
+            n = transfer<Read>(b.data(), b.size(), ec);
+            stream_.set_nonblocking(true);
+            if (ec == std::errc::interrupted) continue;
+            if (Read && !ec && n == 0) {
+                bec = boost::asio::error::eof;
+                return 0;
+            }
+            break;
+        }
+        bec = asio_detail::to_boost(ec);
+        return n;
+    }
+
+    void start_waiting(bool read) {
+        waiting_[read]++;
+        update_fd_events();
+    }
+    void stop_waiting(bool read) {
+        if (waiting_[read] > 0) waiting_[read]--;
+        update_fd_events();
+    }
+    void update_fd_events() {
+        stream_.set_fd_events(
+            static_cast<short>((waiting_[1] ? POLLIN : 0) | (waiting_[0] ? POLLOUT : 0)));
+    }
+    void release_fd() noexcept {
+        if (sd_.is_open()) {
+            boost::system::error_code ec;
+            sd_.cancel(ec);
+            sd_.release();
+        }
+        waiting_[0] = waiting_[1] = 0;
+    }
+
+    Stream stream_;
+    boost::asio::posix::stream_descriptor sd_;
+    unsigned waiting_[2] = {0, 0}; // [0] writes, [1] reads waiting on the fd
+};
+
+} // namespace vipl

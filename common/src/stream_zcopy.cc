@@ -1,0 +1,210 @@
+// Stream::Impl: zero-copy writes (the rendezvous), and the reader's RDMA reads of them.
+#include "stream_impl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+namespace vipl {
+
+using detail::kHeaderSize;
+
+namespace {
+
+void fill_read(VIP_DESCRIPTOR *d, uint64_t raddr, VIP_MEM_HANDLE rmh, void *local, uint32_t len,
+               VIP_MEM_HANDLE lmh) {
+    std::memset(d, 0, sizeof *d);
+    d->CS.Control = VIP_CONTROL_OP_RDMAREAD;
+    d->CS.SegCount = 2;
+    d->CS.Length = len;
+    d->DS[0].Remote.Data.AddressBits = raddr;
+    d->DS[0].Remote.Handle = rmh;
+    d->DS[1].Local.Data.Address = local;
+    d->DS[1].Local.Handle = lmh;
+    d->DS[1].Local.Length = len;
+}
+
+} // namespace
+
+std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error_code &ec) {
+    VIP_MEM_ATTRIBUTES ma{};
+    ma.Ptag = nic->ptag();
+    ma.EnableRdmaRead = VIP_TRUE;
+    auto *base = const_cast<std::byte *>(buf.data());
+    if (!rdma_ok || VipRegisterMem(nic->handle(), base, buf.size(), &ma, &zc_mh) != VIP_SUCCESS)
+        return write_copy(buf, kNever, ec); // e.g. the NIC's registration limits
+    progress();
+    size_t n = 0; // bytes offered (queued as rts)
+    bool stop = false;
+    auto unposted = [&] { return !pending.empty() && pending.back().zc; };
+    for (;;) {
+        while (!broken && !stop && n < buf.size() && !free_slots.empty()) {
+            auto k = static_cast<uint32_t>(std::min<size_t>(kRegionMax, buf.size() - n));
+            pending.push_back({free_slots.back(), k, buf.data() + n});
+            free_slots.pop_back();
+            n += k;
+        }
+        post_pending();
+        if (broken || stop || (n == buf.size() && !unposted())) break;
+        if (credits == 0) stats.credit_stalls++;
+        // progress() inside the wait posts what credits and kRtsMax allow.
+        auto moved = [&] {
+            return broken || pullable() || (n < buf.size() ? !free_slots.empty() : !unposted());
+        };
+        if (pullable())
+            pull_regions();
+        else if (wait_until(moved, kNever))
+            stop = true; // interrupted: offered regions must finish
+    }
+    // Regions not offered yet are taken back: they are the tail of the queue.
+    while (unposted()) {
+        n -= pending.back().len;
+        free_slots.push_back(pending.back().slot);
+        pending.pop_back();
+    }
+    // The reader takes the offered regions from our pages: wait, whatever signals come.
+    while (rts_posted > 0 && !broken) {
+        if (pullable()) pull_regions();
+        std::error_code w =
+            wait_until([&] { return broken || rts_posted == 0 || pullable(); }, kNever);
+        (void)w;
+    }
+    // Broken: the reader's RDMA reads of the region fail from now on (deregistered).
+    VipDeregisterMem(nic->handle(), base, zc_mh);
+    rts_posted = 0;
+    // Like the copying path: bytes taken are counted, the error comes with the next call.
+    if (n == 0 && broken)
+        ec = fin_rx ? std::make_error_code(std::errc::broken_pipe) : error;
+    else if (n == 0 && stop)
+        ec = std::make_error_code(std::errc::interrupted);
+    update_ready();
+    return n;
+}
+
+std::size_t Stream::Impl::read_direct(std::byte *dst, std::size_t len) {
+    Msg &m = rq.front(); // stays valid: a deque keeps its elements where they are
+    VIP_MEM_ATTRIBUTES ma{};
+    ma.Ptag = nic->ptag();
+    VIP_MEM_HANDLE lmh;
+    if (VipRegisterMem(nic->handle(), dst, len, &ma, &lmh) != VIP_SUCCESS) {
+        start_bounce(); // the program's buffer cannot be registered: pieces then
+        return 0;
+    }
+    size_t done = 0;
+    while (done < len && !broken) {
+        size_t off = done;
+        for (uint32_t k = 0; k < kRdmaSlots && off < len; ++k) {
+            auto piece = static_cast<uint32_t>(std::min<size_t>(payload, len - off));
+            VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
+            fill_read(d, m.region.addr + m.taken + off, m.region.handle, dst + off, piece, lmh);
+            if (VipPostSend(vi, d, mh) != VIP_SUCCESS) {
+                set_broken(std::make_error_code(std::errc::connection_reset));
+                break;
+            }
+            rdma_posted++;
+            off += piece;
+        }
+        drain_rdma();
+        if (!broken) done = off;
+    }
+    // After drain_rdma no descriptor points into dst (else the region stays registered).
+    if (rdma_posted == 0) VipDeregisterMem(nic->handle(), dst, lmh);
+    if (broken) return 0;
+    m.taken += static_cast<uint32_t>(done);
+    stats.bytes_in += done;
+    return done;
+}
+
+bool Stream::Impl::pullable() const {
+    if (opt.nonblocking || broken) return false;
+    for (const Msg &m : rq)
+        if (m.rts && m.taken < m.region.length) return true;
+    return false;
+}
+
+void Stream::Impl::pull_regions() {
+    drain_rdma(); // a piece in flight becomes part of what is pulled
+    // No piece may start meanwhile (progress() would fetch into the front's buffer).
+    struct NoBounce {
+        bool &flag, saved;
+        ~NoBounce() { flag = saved; }
+    } guard{direct_read, direct_read};
+    direct_read = true;
+    for (Msg &m : rq) {
+        if (broken) return;
+        if (!m.rts || m.taken == m.region.length) continue;
+        size_t have = m.end - m.off, rest = m.region.length - m.taken;
+        std::vector<uint8_t> h(have + rest);
+        std::memcpy(h.data(), bytes(m) + m.off, have);
+        VIP_MEM_ATTRIBUTES ma{};
+        ma.Ptag = nic->ptag();
+        VIP_MEM_HANDLE lmh;
+        if (VipRegisterMem(nic->handle(), h.data(), h.size(), &ma, &lmh) != VIP_SUCCESS) {
+            set_broken(std::make_error_code(std::errc::not_enough_memory));
+            return;
+        }
+        size_t off = 0;
+        while (off < rest && !broken) {
+            for (uint32_t k = 0; k < kRdmaSlots && off < rest; ++k) {
+                auto piece = static_cast<uint32_t>(std::min<size_t>(payload, rest - off));
+                VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
+                fill_read(d, m.region.addr + m.taken + off, m.region.handle, h.data() + have + off,
+                          piece, lmh);
+                if (VipPostSend(vi, d, mh) != VIP_SUCCESS) {
+                    set_broken(std::make_error_code(std::errc::connection_reset));
+                    break;
+                }
+                rdma_posted++;
+                off += piece;
+            }
+            drain_rdma();
+        }
+        if (rdma_posted == 0) VipDeregisterMem(nic->handle(), h.data(), lmh);
+        if (broken) {
+            // A descriptor may still point into h: it lives as long as the stream.
+            if (rdma_posted > 0) leaked.push_back(std::move(h));
+            return;
+        }
+        stats.bytes_in += rest;
+        m.heap = std::move(h);
+        m.off = 0;
+        m.end = static_cast<uint32_t>(m.heap.size());
+        m.taken = m.region.length;
+        m.done_sent = true;
+        need_rts_done++;
+    }
+    post_control();
+}
+
+void Stream::Impl::start_bounce() {
+    Msg &m = rq.front();
+    auto piece = static_cast<uint32_t>(std::min<uint32_t>(payload, m.region.length - m.taken));
+    VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots];
+    fill_read(d, m.region.addr + m.taken, m.region.handle, rbuf(m.slot) + kHeaderSize, piece, mh);
+    if (VipPostSend(vi, d, mh) != VIP_SUCCESS) {
+        set_broken(std::make_error_code(std::errc::connection_reset));
+        return;
+    }
+    rdma_posted = 1;
+    bounce_len = piece;
+}
+
+void Stream::Impl::drain_rdma() {
+    bool nb = opt.nonblocking;
+    opt.nonblocking = false;
+    while (rdma_posted > 0 && !broken) {
+        std::error_code w = wait_until([&] { return broken || rdma_posted == 0; }, kNever);
+        (void)w;
+    }
+    opt.nonblocking = nb;
+    if (rdma_posted > 0) {
+        // A disconnect completes (flushes) every posted descriptor.
+        VipDisconnect(vi);
+        for (int i = 0; i < 2000 && rdma_posted > 0; ++i) {
+            progress();
+            if (rdma_posted > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+    }
+}
+
+} // namespace vipl

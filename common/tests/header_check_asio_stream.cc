@@ -1,0 +1,1 @@
+#include "vipl/asio_stream.h"

@@ -1,0 +1,1 @@
+#include "vipl/stream_config.h"

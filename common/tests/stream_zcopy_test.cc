@@ -1,0 +1,323 @@
+// Zero-copy large writes: ordering with buffered bytes, signals, a dying peer; and a
+// side-by-side measurement that is run by hand (hidden tag [.zcopy-bench]).
+#include "helpers.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+using namespace std::chrono_literals;
+using vipl::deadline_in;
+
+namespace {
+
+void on_alarm(int) {}
+
+double cpu(const rusage &r) {
+    return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+enum class Reader {
+    deadline, // reads with a deadline: regions come in pieces through a receive buffer
+    direct,   // blocking reads without deadline: regions straight into the buffer
+    random,   // the same with random sizes from 1 B: both ways
+    polling,  // non-blocking reads woken by poll() on fd()
+};
+
+// Reads `total` bytes of pattern `seed` from s, checking them; returns bytes read.
+uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed, Reader how = Reader::deadline) {
+    std::vector<std::byte> buf(300 * 1024 + 7);
+    std::mt19937_64 rng(seed);
+    if (how == Reader::polling) s.set_nonblocking(true);
+    uint64_t off = 0;
+    auto end = vipl::Clock::now() + 20s;
+    while (off < total && vipl::Clock::now() < end) {
+        std::error_code ec;
+        size_t want = how == Reader::random ? 1 + rng() % buf.size() : buf.size();
+        size_t n = how == Reader::deadline ? s.read({buf.data(), want}, deadline_in(10s), ec)
+                                           : s.read({buf.data(), want}, ec);
+        if (ec == std::errc::operation_would_block) {
+            pollfd p{s.fd(), POLLIN, 0};
+            poll(&p, 1, 1000);
+            continue;
+        }
+        if (ec || n == 0) break;
+        if (ct::check(buf.data(), n, off, seed) >= 0) break;
+        off += n;
+    }
+    return off;
+}
+
+} // namespace
+
+TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
+    std::string base = CT_PROVIDER();
+    Reader how = GENERATE(Reader::deadline, Reader::direct, Reader::random, Reader::polling);
+    INFO("reader " << static_cast<int>(how));
+    vipl::StreamOptions o;
+    o.zcopy_threshold = 64 * 1024;
+    auto p = ct::connect_pair(base, o);
+    // Small (buffered), large (zero copy), small, odd-sized large, exactly the threshold.
+    const std::vector<size_t> sizes{100, 1 << 20, 3, 200 * 1024 + 13, 1, 3 << 20 | 5, 64 * 1024, 5};
+    uint64_t total = 0, large = 0;
+    for (size_t n : sizes) {
+        total += n;
+        if (n >= 64 * 1024) large += n;
+    }
+    uint64_t got = 0;
+    std::thread reader([&] { got = read_check(p.server, total, 7, how); });
+    std::vector<std::byte> buf(4 << 20);
+    uint64_t off = 0;
+    for (size_t n : sizes) {
+        ct::fill(buf.data(), n, off, 7);
+        std::error_code ec;
+        CHECK(p.client.write({buf.data(), n}, ec) == n);
+        CHECK(!ec);
+        off += n;
+    }
+    reader.join();
+    CHECK(got == total);
+    CHECK(p.client.counters().bytes_zcopy == large);
+    CHECK(p.client.counters().bytes_out == total);
+}
+
+TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 0 never goes "
+          "zero-copy") {
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.zcopy_threshold = 0;
+    auto p = ct::connect_pair(base, o);
+    o.zcopy_threshold = 64 * 1024;
+    auto q = ct::connect_pair(base, o);
+    std::vector<std::byte> buf(256 * 1024);
+    ct::fill(buf.data(), buf.size(), 0, 3);
+    uint64_t got_p = 0, got_q = 0;
+    std::thread reader([&] {
+        got_p = read_check(p.server, buf.size(), 3);
+        got_q = read_check(q.server, 2 * buf.size(), 3);
+    });
+    std::error_code ec;
+    CHECK(p.client.write(buf, ec) == buf.size());
+    // A deadline keeps the copying path (the write must be able to return in time).
+    CHECK(q.client.write(buf, deadline_in(10s), ec) == buf.size());
+    ct::fill(buf.data(), buf.size(), buf.size(), 3);
+    q.client.set_nonblocking(true);
+    size_t done = 0;
+    auto end = vipl::Clock::now() + 10s;
+    while (done < buf.size() && vipl::Clock::now() < end) {
+        done += q.client.write({buf.data() + done, buf.size() - done}, ec);
+        if (ec == std::errc::operation_would_block) std::this_thread::sleep_for(1ms);
+    }
+    reader.join();
+    CHECK(got_p == buf.size());
+    CHECK(got_q == 2 * buf.size());
+    CHECK(p.client.counters().bytes_zcopy == 0);
+    CHECK(q.client.counters().bytes_zcopy == 0);
+}
+
+TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what was sent") {
+    std::string base = CT_PROVIDER();
+    auto l = ct::bind_free(base);
+    constexpr uint64_t kTotal = 6u << 20;
+    int pid = ct::spawn([&] {
+        std::error_code ec;
+        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
+        if (ec) return 2;
+        std::this_thread::sleep_for(400ms); // the writer's signal comes meanwhile
+        if (read_check(s, kTotal, 11, Reader::random) != kTotal) return 3;
+        return s.close(deadline_in(10s)) ? 4 : 0;
+    });
+    std::error_code ec;
+    auto s = l.accept(deadline_in(10s), ec);
+    REQUIRE(!ec);
+    std::vector<std::byte> buf(kTotal);
+    ct::fill(buf.data(), buf.size(), 0, 11);
+
+    struct sigaction sa {};
+    sa.sa_handler = on_alarm;
+    struct sigaction old {};
+    sigaction(SIGALRM, &sa, &old);
+    itimerval t{};
+    t.it_value.tv_usec = 100000;
+    setitimer(ITIMER_REAL, &t, nullptr);
+    auto t0 = vipl::Clock::now();
+    size_t n = s.write(buf, ec);
+    auto took = vipl::Clock::now() - t0;
+    sigaction(SIGALRM, &old, nullptr);
+    CHECK(!ec);
+    CHECK(n > 0);
+    CHECK(n < kTotal);
+    // It waited for the reader (who starts after 400 ms) to take what was under way.
+    CHECK(took >= 300ms);
+    // The rest follows on; the child checks every byte.
+    CHECK(ct::write_all(s, buf.data() + n, kTotal - n));
+    CHECK(!s.close(deadline_in(10s)));
+    CHECK(ct::wait_child(pid) == 0);
+}
+
+TEST_CASE("stream: two ends that both write large buffers before reading do not deadlock") {
+    std::string base = CT_PROVIDER();
+    // Both zero-copy, or one of them copying (a deadline) while the other offers regions.
+    bool both = GENERATE(true, false);
+    auto p = ct::connect_pair(base);
+    constexpr size_t kBytes = 3 << 20;
+    auto run = [&](vipl::Stream &s, uint32_t out_seed, uint32_t in_seed, bool copy) {
+        std::vector<std::byte> buf(kBytes);
+        ct::fill(buf.data(), kBytes, 0, out_seed);
+        std::error_code ec;
+        size_t n = copy ? s.write(buf, deadline_in(10s), ec) : s.write(buf, ec);
+        CHECK(n == kBytes);
+        CHECK(!ec);
+        // A copied write may return with bytes held by flow control: they leave while this
+        // side goes on calling the stream.
+        s.shutdown_write(ec);
+        uint64_t got = read_check(s, kBytes, in_seed, Reader::direct);
+        std::byte b[1];
+        CHECK(s.read(b, deadline_in(10s), ec) == 0);
+        CHECK(!ec);
+        CHECK(!s.close(deadline_in(10s))); // and until the peer has it all
+        return got;
+    };
+    uint64_t got_a = 0, got_b = 0;
+    std::thread a([&] { got_a = run(p.client, 1, 2, false); });
+    got_b = run(p.server, 2, 1, !both);
+    a.join();
+    CHECK(got_a == kBytes);
+    CHECK(got_b == kBytes);
+}
+
+TEST_CASE("stream: a reader that closes releases a zero-copy writer") {
+    std::string base = CT_PROVIDER();
+    auto p = ct::connect_pair(base);
+    std::vector<std::byte> buf(8 << 20);
+    ct::fill(buf.data(), buf.size(), 0, 13);
+    std::thread reader([&] {
+        std::byte b[100];
+        std::error_code ec;
+        size_t n = p.server.read(b, deadline_in(10s), ec); // part of the first region
+        CHECK(n > 0);
+        CHECK(ct::check(b, n, 0, 13) == -1);
+        CHECK(!p.server.close(deadline_in(10s)));
+    });
+    std::error_code ec;
+    auto t0 = vipl::Clock::now();
+    size_t n = p.client.write(buf, ec);
+    reader.join();
+    CHECK(vipl::Clock::now() - t0 < 8s);
+    CHECK(n <= buf.size()); // offered regions count as written, like bytes a socket buffered
+    // The peer is gone: writing fails soon.
+    auto end = vipl::Clock::now() + 5s;
+    while (!ec && vipl::Clock::now() < end) p.client.write(buf, deadline_in(1s), ec);
+    CHECK((ec == std::errc::broken_pipe || ec == std::errc::connection_reset));
+}
+
+TEST_CASE("stream: a zero-copy write to a peer that dies returns and later writes fail") {
+    std::string base = CT_PROVIDER();
+    auto l = ct::bind_free(base);
+    int pid = ct::spawn([&] {
+        std::error_code ec;
+        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
+        if (ec) return 2;
+        pause();
+        return 0;
+    });
+    std::error_code ec;
+    auto s = l.accept(deadline_in(10s), ec);
+    REQUIRE(!ec);
+    std::thread killer([&] {
+        std::this_thread::sleep_for(200ms);
+        kill(pid, SIGKILL);
+    });
+    std::vector<std::byte> buf(4 << 20);
+    auto t0 = vipl::Clock::now();
+    s.write(buf, ec);
+    for (int i = 0; i < 4 && !ec; ++i) s.write(buf, ec);
+    CHECK(ec);
+    CHECK(vipl::Clock::now() - t0 < 15s);
+    killer.join();
+    ct::wait_child(pid);
+    s.abort();
+}
+
+TEST_CASE("stream: a reader whose zero-copy writer dies mid-region gets an error") {
+    std::string base = CT_PROVIDER();
+    auto l = ct::bind_free(base);
+    int pid = ct::spawn([&] {
+        std::error_code ec;
+        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
+        if (ec) return 2;
+        std::vector<std::byte> buf(64 << 20);
+        s.write(buf, ec); // killed in here
+        return 0;
+    });
+    std::error_code ec;
+    auto s = l.accept(deadline_in(10s), ec);
+    REQUIRE(!ec);
+    std::vector<std::byte> buf(256 * 1024);
+    uint64_t got = 0;
+    auto t0 = vipl::Clock::now();
+    bool killed = false;
+    while (!ec && vipl::Clock::now() - t0 < 15s) {
+        if (!killed && got >= (4u << 20)) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        got += s.read(buf, ec); // no deadline: straight into buf
+    }
+    CHECK(killed);
+    CHECK(ec == std::errc::connection_reset);
+    CHECK(got < (64u << 20));
+    ct::wait_child(pid);
+}
+
+// Run by hand: vipl-common-tests "[.zcopy-bench]" (prints MB/s, asserts nothing timed).
+// ZC_BENCH_WRITE sets the write size (1 MiB), ZC_BENCH_URI the provider (vipl+shm://...).
+TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
+    const char *env = getenv("ZC_BENCH_WRITE");
+    const size_t kWrite = env ? strtoul(env, nullptr, 0) : 1 << 20;
+    const int kWrites = static_cast<int>((2000ull << 20) / kWrite);
+    const char *uri = getenv("ZC_BENCH_URI");
+    const std::string base = uri ? uri : "vipl+shm://127.0.0.1";
+    for (uint32_t threshold : {0u, 1u, 0u, 1u}) {
+        vipl::StreamOptions o;
+        o.zcopy_threshold = threshold;
+        auto l = ct::bind_free(base, o);
+        int pid = ct::spawn([&] {
+            std::error_code ec;
+            auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec, o);
+            if (ec) return 2;
+            std::vector<std::byte> buf(kWrite);
+            uint64_t got = 0;
+            while (got < uint64_t(kWrite) * kWrites) {
+                size_t n = s.read(buf, ec); // no deadline: regions go straight into buf
+                if (ec || n == 0) return 3;
+                got += n;
+            }
+            return s.close(deadline_in(10s)) ? 4 : 0;
+        });
+        std::error_code ec;
+        auto s = l.accept(deadline_in(10s), ec);
+        REQUIRE(!ec);
+        std::vector<std::byte> buf(kWrite, std::byte{1});
+        rusage r0{}, r1{}, c0{}, c1{};
+        getrusage(RUSAGE_SELF, &r0);
+        getrusage(RUSAGE_CHILDREN, &c0);
+        auto t0 = vipl::Clock::now();
+        for (int i = 0; i < kWrites; ++i) REQUIRE(ct::write_all(s, buf.data(), buf.size()));
+        CHECK(!s.close(deadline_in(10s)));
+        double secs = std::chrono::duration<double>(vipl::Clock::now() - t0).count();
+        CHECK(ct::wait_child(pid) == 0);
+        getrusage(RUSAGE_SELF, &r1);
+        getrusage(RUSAGE_CHILDREN, &c1);
+        std::printf("%s, %d writes of %zu KiB, %-9s: %5.0f MB/s, CPU writer %.2f s reader %.2f s\n",
+                    base.c_str(), kWrites, kWrite / 1024, threshold ? "zero copy" : "copied",
+                    kWrites * double(kWrite) / secs / 1e6, cpu(r1) - cpu(r0), cpu(c1) - cpu(c0));
+    }
+}
