@@ -52,7 +52,7 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
             if (rq.front().off == rq.front().end) break;
         }
         // Nothing yet but a piece of a region in flight: wait for it.
-        if (n > 0 || w || broken || rq.empty() || buf.size() == n) break;
+        if (n > 0 || w || broken || rq.empty()) break;
     }
     direct_read = false;
     if (n > 0)
