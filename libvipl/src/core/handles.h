@@ -66,6 +66,14 @@ struct Object {
     std::atomic<bool> shareable{false};
     Holders *holders = nullptr; // shareable objects only (in the arena)
 
+    // Back to no owner, for an object reused in place (its lock held).
+    void forget_identity() {
+        index = 0;
+        owner = 0;
+        shareable = false;
+        holders = nullptr;
+    }
+
     bool usable_here() const {
         return shareable ? holders->has(self_token()) : owner == self_token();
     }

@@ -218,10 +218,7 @@ struct Vi : Object {
     // and the counter that threads holding a stale pointer still move
     // (sleepers: balanced, zero at rest) stay as they are.
     void recycle() {
-        index = 0;
-        owner = 0;
-        shareable = false;
-        holders = nullptr;
+        forget_identity();
         nic = nullptr;
         state.store(VIP_STATE_IDLE, std::memory_order_relaxed);
         attrs = {};
@@ -272,10 +269,7 @@ struct Cq : Object {
 
     // As Vi::recycle.
     void recycle() {
-        index = 0;
-        owner = 0;
-        shareable = false;
-        holders = nullptr;
+        forget_identity();
         nic = nullptr;
         ring = nullptr;
         ring_cap = 0;

@@ -58,8 +58,8 @@ bool direct_sleeper(const Endpoint *ep) {
     return __atomic_load_n(&ep->direct, __ATOMIC_ACQUIRE) != 0;
 }
 
-Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
-    if (!*maybe_more || direct_sleeper(ep)) return Io::dry;
+// Moves the buffered bytes to the front: all the room is after them.
+void compact_rx(Endpoint *ep) {
     if (ep->rx_start == ep->rx_end) {
         ep->rx_start = ep->rx_end = 0;
     } else if (ep->rx_start) {
@@ -67,6 +67,11 @@ Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
         ep->rx_end -= ep->rx_start;
         ep->rx_start = 0;
     }
+}
+
+Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
+    if (!*maybe_more || direct_sleeper(ep)) return Io::dry;
+    compact_rx(ep);
     for (;;) {
         int saved = errno;
         ssize_t n = recv(ep->sock, ep->rx + ep->rx_end, kRxBuffer - ep->rx_end, MSG_DONTWAIT);
@@ -514,13 +519,7 @@ bool direct_begin(Vi *vi, ViOps::DirectSleep *d) {
     if (!ep || !ep->up || !ep->rx || ep->want_out || ep->closing || ep->in_payload || ep->rx_more ||
         direct_sleeper(ep) || ep->rx_end - ep->rx_start >= kFrameHeader)
         return false;
-    if (ep->rx_start == ep->rx_end) {
-        ep->rx_start = ep->rx_end = 0;
-    } else if (ep->rx_start) {
-        memmove(ep->rx, ep->rx + ep->rx_start, ep->rx_end - ep->rx_start);
-        ep->rx_end -= ep->rx_start;
-        ep->rx_start = 0;
-    }
+    compact_rx(ep);
     d->fd = ep->sock;
     d->buf = ep->rx + ep->rx_end;
     d->len = kRxBuffer - ep->rx_end;
