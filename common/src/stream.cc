@@ -185,7 +185,12 @@ bool Stream::nonblocking() const noexcept {
 }
 
 StreamCounters Stream::counters() const noexcept {
-    return impl_ ? impl_->stats : StreamCounters{};
+    if (!impl_) return {};
+    StreamCounters c = impl_->stats;
+    VIP_VI_COUNTERS v{};
+    if (impl_->vi && VipQueryViCounters(impl_->vi, &v) == VIP_SUCCESS)
+        c.doorbells = v.DoorbellsRung;
+    return c;
 }
 
 const StreamOptions &Stream::options() const noexcept {

@@ -395,7 +395,10 @@ std::error_code Stream::Impl::wait_until(const std::function<bool()> &done, Dead
         auto spin_end = now + std::chrono::microseconds(opt.spin_us);
         while (opt.spin_us && Clock::now() < spin_end) {
             progress();
-            if (done()) return {};
+            if (done()) {
+                stats.spin_wins++;
+                return {};
+            }
         }
         int ms = -1;
         if (deadline != kNever) {
@@ -404,6 +407,7 @@ std::error_code Stream::Impl::wait_until(const std::function<bool()> &done, Dead
         }
         // Every Done above ran to VIP_NOT_DONE, which re-arms the VI's wait fd.
         pollfd p{vi_fd, POLLIN, 0};
+        stats.sleeps++;
         if (poll(&p, 1, ms) < 0 && errno == EINTR)
             return std::make_error_code(std::errc::interrupted);
     }

@@ -86,6 +86,9 @@ struct StreamCounters {
     uint64_t control_out = 0;   // and sent
     uint64_t credit_stalls = 0; // a write had data to send and no credit from the peer
     uint64_t would_block = 0;   // calls that returned operation_would_block
+    uint64_t spin_wins = 0;     // blocking calls satisfied while polling (no sleep)
+    uint64_t sleeps = 0;        // times a blocking call slept in the kernel
+    uint64_t doorbells = 0;     // system calls libvipl made on this VI to wake a waiter
 };
 
 class Listener;
