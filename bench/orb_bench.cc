@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <string>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -38,8 +38,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i += 2) {
         std::string k = argv[i];
         if (k == "--help" || i + 1 == argc) {
-            fprintf(stderr, "usage: %s [--transport tcp|unix|vipl] [--placement cross|same] "
-                            "[--iters N] [--server PATH]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--transport tcp|unix|vipl] [--placement cross|same] "
+                    "[--iters N] [--server PATH]\n",
+                    argv[0]);
             return k == "--help" ? 0 : 2;
         }
         if (k == "--transport")

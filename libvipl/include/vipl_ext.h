@@ -81,9 +81,9 @@ extern "C" {
  * returns VIP_INTERRUPTED while it waits for a DNS server.  Every VIPL
  * function returning VIP_RETURN, these extensions included, returns
  * VIP_ERROR_REENTERED at once and does nothing when called from a handler
- * that interrupted a VIPL call on the same thread.  The library installs no handler, blocks no signal in the
- * program's threads and sends none (SIGURG, SIGUSR1, SIGUSR2, SIGPWR are the
- * program's).
+ * that interrupted a VIPL call on the same thread.  The library installs
+ * no handler, blocks no signal in the program's threads and sends none
+ * (SIGURG, SIGUSR1, SIGUSR2, SIGPWR are the program's).
  */
 
 /* VipCreateCQEx flags. */
