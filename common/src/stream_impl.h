@@ -151,6 +151,9 @@ struct Stream::Impl {
         bool done_sent = false;    // its rts-done is owed already (pulled)
         std::vector<uint8_t> heap; // a pulled region (see pull_regions), else empty
     };
+    // Posts RDMA reads of m's region from byte `off` into dst + off, at most
+    // kRdmaSlots pieces and not past len; returns where the next window starts.
+    size_t post_reads(const Msg &m, size_t off, size_t len, void *dst, VIP_MEM_HANDLE lmh);
     const uint8_t *bytes(const Msg &m) const {
         return m.heap.empty() ? rbuf(m.slot) : m.heap.data();
     }

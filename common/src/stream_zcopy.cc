@@ -92,18 +92,7 @@ std::size_t Stream::Impl::read_direct(std::byte *dst, std::size_t len) {
     }
     size_t done = 0;
     while (done < len && !broken) {
-        size_t off = done;
-        for (uint32_t k = 0; k < kRdmaSlots && off < len; ++k) {
-            auto piece = static_cast<uint32_t>(std::min<size_t>(payload, len - off));
-            VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
-            fill_read(d, m.region.addr + m.taken + off, m.region.handle, dst + off, piece, lmh);
-            if (VipPostSend(vi, d, mh) != VIP_SUCCESS) {
-                set_broken(std::make_error_code(std::errc::connection_reset));
-                break;
-            }
-            rdma_posted++;
-            off += piece;
-        }
+        size_t off = post_reads(m, done, len, dst, lmh);
         drain_rdma();
         if (!broken) done = off;
     }
@@ -113,6 +102,23 @@ std::size_t Stream::Impl::read_direct(std::byte *dst, std::size_t len) {
     m.taken += static_cast<uint32_t>(done);
     stats.bytes_in += done;
     return done;
+}
+
+size_t Stream::Impl::post_reads(const Msg &m, size_t off, size_t len, void *dst,
+                                VIP_MEM_HANDLE lmh) {
+    for (uint32_t k = 0; k < kRdmaSlots && off < len; ++k) {
+        auto piece = static_cast<uint32_t>(std::min<size_t>(payload, len - off));
+        VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
+        fill_read(d, m.region.addr + m.taken + off, m.region.handle,
+                  static_cast<uint8_t *>(dst) + off, piece, lmh);
+        if (VipPostSend(vi, d, mh) != VIP_SUCCESS) {
+            set_broken(std::make_error_code(std::errc::connection_reset));
+            break;
+        }
+        rdma_posted++;
+        off += piece;
+    }
+    return off;
 }
 
 bool Stream::Impl::pullable() const {
@@ -145,18 +151,7 @@ void Stream::Impl::pull_regions() {
         }
         size_t off = 0;
         while (off < rest && !broken) {
-            for (uint32_t k = 0; k < kRdmaSlots && off < rest; ++k) {
-                auto piece = static_cast<uint32_t>(std::min<size_t>(payload, rest - off));
-                VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
-                fill_read(d, m.region.addr + m.taken + off, m.region.handle, h.data() + have + off,
-                          piece, lmh);
-                if (VipPostSend(vi, d, mh) != VIP_SUCCESS) {
-                    set_broken(std::make_error_code(std::errc::connection_reset));
-                    break;
-                }
-                rdma_posted++;
-                off += piece;
-            }
+            off = post_reads(m, off, rest, h.data() + have, lmh);
             drain_rdma();
         }
         if (rdma_posted == 0) VipDeregisterMem(nic->handle(), h.data(), lmh);
