@@ -118,6 +118,16 @@ struct ErrorBody {
 inline uint32_t seq_of(uint64_t pos) {
     return static_cast<uint32_t>(pos / kLine) + 1;
 }
+// Asks for a cache line in the exclusive state without waiting for it.
+inline void prefetch_for_write(const void *p) {
+#if defined(__x86_64__)
+    // PREFETCHW; processors without it execute it as a no-op.
+    asm volatile("prefetchw %0" ::"m"(*static_cast<const char *>(p)));
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 inline uint64_t round_line(uint64_t n) {
     return (n + kLine - 1) & ~static_cast<uint64_t>(kLine - 1);
 }

@@ -82,6 +82,8 @@ const ViOps kViOps = {
     .idle = enosys::idle,
     .drop_aux = drop_peer_regions,
     .wait_caps = kCapSpin | kCapEdge,
+    .direct_begin = nullptr, // a sleeper always waits on the doorbell
+    .direct_end = nullptr,
 };
 
 } // namespace

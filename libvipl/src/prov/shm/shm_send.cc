@@ -248,6 +248,12 @@ void ring_publish(Endpoint *ep, uint64_t pos, uint64_t bytes, uint16_t type, uin
     r->imm = imm;
     r->seq.store(seq_of(pos), std::memory_order_release);
     ep->produced = pos + round_line(bytes);
+    // The peer read these lines on the previous lap.  Owning them before they
+    // are written keeps the next post's locked instructions (VI lock, doorbell
+    // barrier) from waiting for their transfer; the line right after this
+    // record is skipped because a spinning peer is polling it.
+    for (uint64_t k = 2; k <= 5; ++k)
+        prefetch_for_write(ep->out + ((ep->produced + k * kLine) & ep->mask));
 }
 
 void push_sends(Vi *vi, Endpoint *ep) {
