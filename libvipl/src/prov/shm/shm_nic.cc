@@ -81,9 +81,9 @@ const ViOps kViOps = {
     .exchange_cpu = exchange_cpu,
     .idle = enosys::idle,
     .drop_aux = drop_peer_regions,
-    .wait_caps = kCapSpin | kCapEdge,
     .direct_begin = nullptr, // a sleeper always waits on the doorbell
     .direct_end = nullptr,
+    .wait_caps = kCapSpin | kCapEdge,
 };
 
 } // namespace
