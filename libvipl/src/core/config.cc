@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -162,7 +163,13 @@ void load() {
 } // namespace
 
 const Config &config() {
-    std::call_once(g_once, load);
+    // std::call_once costs thread-local bookkeeping on every call; once
+    // loaded, the flag alone is read.
+    static std::atomic<bool> loaded{false};
+    if (!loaded.load(std::memory_order_acquire)) {
+        std::call_once(g_once, load);
+        loaded.store(true, std::memory_order_release);
+    }
     return g_config;
 }
 

@@ -207,21 +207,17 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
 // (the peer answers slower than the budget, or shares the CPU unseen): the
 // budget halves per miss, down to nothing after 10, and every 32nd wait then
 // tries the full budget again.  *peer_cpu_known: the transport told where the
-// peer waits.
-static uint64_t spin_budget_ns(Vi *vi, const void *handle, bool *peer_cpu_known) {
+// peer waits.  Called with the VI's lock held.
+static uint64_t spin_budget_ns(Vi *vi, bool *peer_cpu_known) {
     uint64_t ns = static_cast<uint64_t>(config().spin_us) * 1000;
     *peer_cpu_known = false;
     if (!ns || !(vi->nic->ops->vi->wait_caps & kCapSpin)) return 0;
     int me = sched_getcpu();
     int peer = -1;
-    {
-        ViGuard g(vi);
-        if (!vis().still(vi, handle)) return 0;
-        if (vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
-        ViLocal &l = vis().local(vi);
-        if (l.spin_misses >= kSpinMissesMax && (++l.spin_probe & 31) != 0) return 0;
-        ns >>= std::min<unsigned>(l.spin_misses, kSpinMissesMax);
-    }
+    if (vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+    ViLocal &l = vis().local(vi);
+    if (l.spin_misses >= kSpinMissesMax && (++l.spin_probe & 31) != 0) return 0;
+    ns >>= std::min<unsigned>(l.spin_misses, kSpinMissesMax);
     *peer_cpu_known = peer >= 0;
     return (peer >= 0 && peer == me) ? 0 : ns;
 }
@@ -247,6 +243,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
     WorkQueue &q = recv ? vi->rq : vi->sq;
     VIP_RETURN rc;
     bool level;
+    bool peer_cpu_known;
+    uint64_t budget;
     t_interrupted = false;
     {
         ViGuard g(vi);
@@ -255,10 +253,10 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         // poll return at once, so no progress (a system call) is needed before it.
         level = !(vi->nic->ops->vi->wait_caps & kCapEdge);
         if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc, true)) return rc;
+        budget = spin_budget_ns(vi, &peer_cpu_known);
     }
 
-    bool peer_cpu_known;
-    if (uint64_t budget = spin_budget_ns(vi, handle, &peer_cpu_known)) {
+    if (budget) {
         uint64_t end = now_ns() + budget;
         if (deadline < end) end = deadline;
         const ViOps *ops = vi->nic->ops->vi;

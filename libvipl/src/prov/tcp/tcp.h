@@ -82,8 +82,9 @@ struct P2p;
 struct Endpoint {
     bool up = false;
     int sock = -1;
-    int epfd = -1;         // the socket, for input and (while output is blocked) output
-    bool want_out = false; // output waits for room in the socket
+    int epfd = -1;             // the socket, for input and (while output is blocked) output
+    bool want_out = false;     // output waits for room in the socket
+    bool sock_watched = false; // the socket is in epfd (watch_socket)
     uint16_t reliability = 0;
     uint64_t mtu = 0;
     uint32_t copy_threshold = 0; // sends above it are acknowledged under reliable delivery

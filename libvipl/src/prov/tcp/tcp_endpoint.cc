@@ -64,9 +64,7 @@ VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &peer) {
     Endpoint *ep = endpoint(vi);
     auto *rx = static_cast<uint8_t *>(object_alloc(kRxBuffer, vi->shareable));
     int epfd = fd_track(epoll_create1(EPOLL_CLOEXEC));
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    if (!rx || epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, sock, &ev) < 0) {
+    if (!rx || epfd < 0) {
         VIPL_ERROR("tcp: no room for a connection: %s", strerror(errno));
         if (rx) object_free(rx, kRxBuffer, vi->shareable);
         if (epfd >= 0) fd_close(epfd);
@@ -91,13 +89,23 @@ VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &peer) {
     return VIP_SUCCESS;
 }
 
+// The socket joins epfd at the first need of it (a wait set, a CQ, a wait
+// fd, blocked output), not at connection: while it is out, a packet wakes
+// the socket's reader only, without the epoll callback (a lone sleeper that
+// reads the socket itself needs no more).
+static void watch_socket(Endpoint *ep, uint32_t events) {
+    if (ep->epfd < 0) return;
+    epoll_event ev{};
+    ev.events = events;
+    int saved = errno;
+    epoll_ctl(ep->epfd, ep->sock_watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, ep->sock, &ev);
+    errno = saved;
+    ep->sock_watched = true;
+}
+
 void set_want_out(Endpoint *ep, bool on) {
     if (ep->want_out == on || ep->epfd < 0) return;
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (on ? uint32_t(EPOLLOUT) : 0u);
-    int saved = errno;
-    epoll_ctl(ep->epfd, EPOLL_CTL_MOD, ep->sock, &ev);
-    errno = saved;
+    watch_socket(ep, EPOLLIN | EPOLLRDHUP | (on ? uint32_t(EPOLLOUT) : 0u));
     ep->want_out = on;
 }
 
@@ -174,6 +182,7 @@ void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, uint32_t remot
 int wait_fds(Vi *vi, pollfd *fds, int max) {
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up || max < 2) return 0;
+    if (!ep->sock_watched) watch_socket(ep, EPOLLIN | EPOLLRDHUP);
     fds[0] = pollfd{ep->epfd, POLLIN, 0};    // input, and output space while it is short
     fds[1] = pollfd{ep->sock, POLLRDHUP, 0}; // the peer hung up or the link died
     return 2;

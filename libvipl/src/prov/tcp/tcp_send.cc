@@ -63,6 +63,42 @@ void add_ctl(Endpoint *ep, const Frame &f) {
     ep->ctl_len += kFrameHeader;
 }
 
+// Makes e, the next of the send queue, the frame under way.
+void begin_data(Endpoint *ep, WqEntry &e, const PostedDesc &d) {
+    bool acked = acknowledged(ep, d.op, d.length);
+    Frame f{};
+    f.flags = d.imm ? kImm : 0;
+    f.imm = d.imm ? d.imm_data : 0;
+    uint64_t payload = d.length;
+    switch (d.op) {
+    case VIP_CONTROL_OP_RDMAWRITE:
+        f.type = kRdmaWrite;
+        f.handle = d.rhandle;
+        f.addr = d.raddr;
+        break;
+    case VIP_CONTROL_OP_RDMAREAD:
+        f.type = kRdmaReadReq;
+        f.flags = 0;
+        f.imm = static_cast<uint32_t>(d.length);
+        f.handle = d.rhandle;
+        f.addr = d.raddr;
+        payload = 0;
+        break;
+    default:
+        f.type = kSend;
+        if (acked) f.flags |= kAckReq;
+        break;
+    }
+    f.length = static_cast<uint32_t>(payload);
+    e.flags |= kWqStarted;
+    e.p2 = 0;
+    if (acked) {
+        e.p1 = ep->ack_next++;
+        e.flags |= kAckPending;
+    }
+    start(ep, Endpoint::kCurData, f, payload);
+}
+
 Owed &owed_head(Endpoint *ep) {
     return ep->owed[ep->owed_head & (ep->owed_cap - 1)];
 }
@@ -131,38 +167,7 @@ void pick(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index) {
             }
         }
         if (d->fence && reads_outstanding(vi, q.cursor)) return;
-        bool acked = acknowledged(ep, d->op, d->length);
-        Frame f{};
-        f.flags = d->imm ? kImm : 0;
-        f.imm = d->imm ? d->imm_data : 0;
-        uint64_t payload = d->length;
-        switch (d->op) {
-        case VIP_CONTROL_OP_RDMAWRITE:
-            f.type = kRdmaWrite;
-            f.handle = d->rhandle;
-            f.addr = d->raddr;
-            break;
-        case VIP_CONTROL_OP_RDMAREAD:
-            f.type = kRdmaReadReq;
-            f.flags = 0;
-            f.imm = static_cast<uint32_t>(d->length);
-            f.handle = d->rhandle;
-            f.addr = d->raddr;
-            payload = 0;
-            break;
-        default:
-            f.type = kSend;
-            if (acked) f.flags |= kAckReq;
-            break;
-        }
-        f.length = static_cast<uint32_t>(payload);
-        e.flags |= kWqStarted;
-        e.p2 = 0;
-        if (acked) {
-            e.p1 = ep->ack_next++;
-            e.flags |= kAckPending;
-        }
-        start(ep, Endpoint::kCurData, f, payload);
+        begin_data(ep, e, *d);
         return;
     }
 }
@@ -220,6 +225,19 @@ void frame_done(Vi *vi, Endpoint *ep) {
     } else {
         wq_complete(vi, q, e, status_op_bits(e.op, false), 0);
     }
+}
+
+// Accounts for w bytes written (control frames first); true if that ended
+// the frame under way.
+bool wrote(Vi *vi, Endpoint *ep, uint64_t w, bool more) {
+    ep->corked = more;
+    ep->tx_bytes += w;
+    uint32_t c = static_cast<uint32_t>(std::min<uint64_t>(w, ep->ctl_len - ep->ctl_done));
+    ep->ctl_done += c;
+    ep->tx_done += w - c;
+    if (ep->cur == Endpoint::kCurNone || ep->tx_done != ep->tx_total) return false;
+    frame_done(vi, ep);
+    return true;
 }
 
 bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index, bool more) {
@@ -285,24 +303,45 @@ bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index, bool
             connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
             return false;
         }
-        ep->corked = more;
-        uint64_t left = static_cast<uint64_t>(w);
-        ep->tx_bytes += left;
-        uint32_t c = static_cast<uint32_t>(std::min<uint64_t>(left, ep->ctl_len - ep->ctl_done));
-        ep->ctl_done += c;
-        left -= c;
-        ep->tx_done += left;
-        if (ep->cur != Endpoint::kCurNone && ep->tx_done == ep->tx_total) {
-            frame_done(vi, ep);
-            ++frames;
-        }
+        if (wrote(vi, ep, static_cast<uint64_t>(w), more)) ++frames;
     }
     return false;
+}
+
+// The common post: nothing else to write and a small send that the peer's
+// window takes whole; its frame is gathered and written by one send().
+// False if it is not that case (nothing done).  A short write leaves the
+// frame under way for flush().
+bool send_small(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t index) {
+    if (d.op != VIP_CONTROL_OP_SENDRECV || d.fence || d.length > kGather - kFrameHeader ||
+        vi->sq.cursor != index || ep->cur != Endpoint::kCurNone || ep->ctl_done != ep->ctl_len ||
+        ep->owed_head != ep->owed_tail || ep->closing || ep->owe_ack || ep->owe_credit ||
+        ep->want_out || ep->tx_bytes - ep->peer_taken + kFrameHeader + d.length > ep->window)
+        return false;
+    begin_data(ep, e, d);
+    uint8_t one[kGather];
+    memcpy(one, ep->tx_header, kFrameHeader);
+    gather(one + kFrameHeader, d.segs, d.nseg, 0, d.length);
+    int saved = errno;
+    ssize_t w = send(ep->sock, one, kFrameHeader + d.length, MSG_NOSIGNAL | MSG_DONTWAIT);
+    int err = errno;
+    errno = saved;
+    if (w > 0) {
+        wrote(vi, ep, static_cast<uint64_t>(w), false);
+    } else if (err != EINTR && err != EAGAIN && err != EWOULDBLOCK) {
+        connection_lost(vi, ep, VIP_ERROR_CONN_LOST);
+    }
+    return true;
 }
 
 } // namespace
 
 bool flush_out(Vi *vi, Endpoint *ep, bool more) {
+    // Nothing to write (the usual case after input): no need to look further.
+    if (ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len && !ep->want_out &&
+        ep->owed_head == ep->owed_tail && !ep->owe_ack && !ep->owe_credit && !ep->closing &&
+        vi->sq.cursor == vi->sq.tail)
+        return ep->up;
     return flush(vi, ep, nullptr, 0, more);
 }
 
@@ -315,7 +354,9 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
         q.cursor = q.tail;
         return VIP_SUCCESS;
     }
-    flush(vi, ep, &d, q.tail - 1, false);
+    uint64_t index = q.tail - 1;
+    if (!send_small(vi, ep, *e, d, index) || ep->cur != Endpoint::kCurNone)
+        flush(vi, ep, &d, index, false);
     return VIP_SUCCESS;
 }
 

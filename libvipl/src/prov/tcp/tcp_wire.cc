@@ -1,33 +1,49 @@
 #include "prov/tcp/tcp_wire.h"
 
+#include <bit>
 #include <cstring>
 
 namespace vipl::tcp {
 namespace {
 
-// Byte by byte: the same code is right on either byte order.
+// Big-endian on the wire whatever the host's order.
+template <class T>
+T to_wire(T v) {
+    if constexpr (std::endian::native == std::endian::little) {
+        if constexpr (sizeof(T) == 2) return __builtin_bswap16(v);
+        if constexpr (sizeof(T) == 4) return __builtin_bswap32(v);
+        if constexpr (sizeof(T) == 8) return __builtin_bswap64(v);
+    }
+    return v;
+}
+template <class T>
+void put(uint8_t *p, T v) {
+    v = to_wire(v);
+    memcpy(p, &v, sizeof v);
+}
+template <class T>
+T get(const uint8_t *p) {
+    T v;
+    memcpy(&v, p, sizeof v);
+    return to_wire(v);
+}
 void put16(uint8_t *p, uint16_t v) {
-    p[0] = static_cast<uint8_t>(v >> 8);
-    p[1] = static_cast<uint8_t>(v);
+    put(p, v);
 }
 void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+    put(p, v);
 }
 void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
+    put(p, v);
 }
 uint16_t get16(const uint8_t *p) {
-    return static_cast<uint16_t>(p[0] << 8 | p[1]);
+    return get<uint16_t>(p);
 }
 uint32_t get32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v = v << 8 | p[i];
-    return v;
+    return get<uint32_t>(p);
 }
 uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v = v << 8 | p[i];
-    return v;
+    return get<uint64_t>(p);
 }
 
 } // namespace
