@@ -76,6 +76,10 @@ const Row kRows[] = {
     ROW("TCP_FRAME_WAIT_US", "2000", u32, tcp_frame_wait_us, 0, 1000000,
         "tcp provider: a call that finds a message partly arrived waits this long at most "
         "for the rest (it is on the wire), rather than return empty-handed after a wake-up"),
+    ROW("TCP_ACK_THRESHOLD", "65536", u32, tcp_ack_threshold, 0, 1u << 30,
+        "tcp provider, reliable delivery: a send larger than this completes when the target "
+        "has placed it (its acknowledgement costs little next to the transfer); a smaller one "
+        "as soon as the socket has it"),
     ROW("TCP_WINDOW", "4194304", u32, tcp_window, 65536, 1u << 30,
         "tcp provider: bytes a connection's receiver takes in ahead of its program (its socket "
         "buffer is sized for it, within the system's limits); senders wait for more"),

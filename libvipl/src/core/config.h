@@ -30,6 +30,7 @@ struct Config {
     uint32_t tcp_port_range;     // TCP_PORT_RANGE
     uint32_t tcp_dead_ms;        // TCP_DEAD_MS
     uint32_t tcp_frame_wait_us;  // TCP_FRAME_WAIT_US
+    uint32_t tcp_ack_threshold;  // TCP_ACK_THRESHOLD
     uint32_t tcp_window;         // TCP_WINDOW
 };
 

@@ -49,10 +49,10 @@ constexpr const char *kSideTest = "tcp netns side";
 // receive window: the receiver's window never closes, so a silent link
 // leaves data in flight (retransmissions), never a window probe (see the
 // stalled-reader test for that case).
-constexpr uint32_t kMsg = 4096;   // bytes per streamed message (acknowledged: above COPY_THRESHOLD)
-constexpr int kSendWindow = 8;    // streamed messages outstanding at the sender
-constexpr int kRecvWindow = 64;   // receives the streaming receiver keeps posted
-constexpr uint32_t kMarker = ~0u; // immediate data of the end-of-stream message
+constexpr uint32_t kMsg = 4096;           // bytes per streamed message
+constexpr int kSendWindow = 8;            // streamed messages outstanding at the sender
+constexpr int kRecvWindow = 64;           // receives the streaming receiver keeps posted
+constexpr uint32_t kMarker = ~0u;         // immediate data of the end-of-stream message
 constexpr uint64_t kStreamingAfter = 200; // messages through before the test acts
 
 double ms(int64_t ns) {
@@ -154,7 +154,9 @@ std::string hear(const std::string &word, int timeout_ms) {
 }
 
 VIP_VI_HANDLE create_vi(const vt::Nic &nic) {
-    VIP_VI_ATTRIBUTES at = vt::vi_attrs(nic, VIP_SERVICE_RELIABLE_DELIVERY, 0, true);
+    // Reliable reception: a send completes when the receiver has it, so a
+    // silent link leaves descriptors outstanding.
+    VIP_VI_ATTRIBUTES at = vt::vi_attrs(nic, VIP_SERVICE_RELIABLE_RECEPTION, 0, true);
     VIP_VI_HANDLE vi;
     REQUIRE(VipCreateVi(nic.nic, &at, nullptr, nullptr, &vi) == VIP_SUCCESS);
     return vi;

@@ -65,7 +65,9 @@ struct Fixture {
     vt::Pair p;
     Fixture() {
         REQUIRE(VipCreateCQ(na.nic, 16, &cq) == VIP_SUCCESS);
-        p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb), nullptr, cq);
+        // Reliable reception: a send completes once b has it, on any provider.
+        p = vt::connect_pair(na, nb, vt::vi_attrs(na, VIP_SERVICE_RELIABLE_RECEPTION),
+                             vt::vi_attrs(nb, VIP_SERVICE_RELIABLE_RECEPTION), nullptr, cq);
     }
     ~Fixture() {
         vt::destroy_vi(p.a);
@@ -93,7 +95,7 @@ TEST_CASE("VipPostSend, VipRecvDone and VipQueryVi from a handler interrupting a
     REQUIRE(VipPostRecv(f.p.b, f.mb.desc(0), f.mb.mh) == VIP_SUCCESS);
     vt::set_desc(f.ma.desc(0), f.abuf(0), 4096, f.ma.mh);
     REQUIRE(VipPostRecv(f.p.a, f.ma.desc(0), f.ma.mh) == VIP_SUCCESS);
-    // For VipSendWait to sleep: a large send b has not read yet.
+    // For VipSendWait to sleep: a send b has not read yet.
     vt::set_desc(f.mb.desc(1), f.bbuf(1), 4096, f.mb.mh);
     REQUIRE(VipPostRecv(f.p.b, f.mb.desc(1), f.mb.mh) == VIP_SUCCESS);
     if (which == 1) {
@@ -168,7 +170,7 @@ TEST_CASE("VipPostSend, VipRecvDone and VipQueryVi from a handler interrupting a
     CHECK_FALSE(rqe);
     VIP_DESCRIPTOR *d = nullptr;
     if (which == 1) {
-        // The large send a really posted arrives first.
+        // The send a really posted arrives first.
         REQUIRE(VipRecvWait(f.p.b, vt::kWaitMs, &d) == VIP_SUCCESS);
         CHECK(d == f.mb.desc(0));
         REQUIRE(VipSendWait(f.p.a, vt::kWaitMs, &d) == VIP_SUCCESS);

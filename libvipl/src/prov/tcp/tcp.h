@@ -87,9 +87,9 @@ struct Endpoint {
     bool sock_watched = false; // the socket is in epfd (watch_socket)
     uint16_t reliability = 0;
     uint64_t mtu = 0;
-    uint32_t copy_threshold = 0; // sends above it are acknowledged under reliable delivery
-    uint32_t frame_wait_us = 0;  // TCP_FRAME_WAIT_US
-    uint64_t dead_check = 0;     // next time the socket's error state is looked at
+    uint32_t ack_threshold = 0; // sends above it are acknowledged under reliable delivery
+    uint32_t frame_wait_us = 0; // TCP_FRAME_WAIT_US
+    uint64_t dead_check = 0;    // next time the socket's error state is looked at
 
     // Sending: frames go out whole, one after the other.  Header-only frames
     // (acknowledgements, error reports, refused reads) gather in `ctl` and

@@ -79,7 +79,7 @@ VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &peer) {
     ep->rx = rx;
     ep->reliability = vi->attrs.ReliabilityLevel;
     ep->mtu = vi->attrs.MaxTransferSize;
-    ep->copy_threshold = config().copy_threshold;
+    ep->ack_threshold = config().tcp_ack_threshold;
     ep->frame_wait_us = config().tcp_frame_wait_us;
     ep->window = peer.window;
     ep->my_window = own_window(sock);

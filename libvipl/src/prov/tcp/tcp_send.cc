@@ -22,13 +22,15 @@ constexpr int kFramesPerCall = 256;
 const uint8_t kZeros[4096] = {};
 
 // Which messages complete only when the peer says they are placed: RDMA
-// writes (a protection error at the target must reach the descriptor) and,
-// as on every provider, sends under reliable reception and large sends under
-// reliable delivery; others complete once the socket has them.
+// writes (a protection error at the target must reach the descriptor),
+// sends under reliable reception, and under reliable delivery sends above
+// TCP_ACK_THRESHOLD; others complete once the socket has them.  Below the
+// threshold an acknowledgement would cost a system call per message on the
+// target (see progress()), as much as the message itself.
 bool acknowledged(const Endpoint *ep, uint16_t op, uint64_t length) {
     if (op == VIP_CONTROL_OP_RDMAWRITE) return true;
     if (op != VIP_CONTROL_OP_SENDRECV || ep->reliability == VIP_SERVICE_UNRELIABLE) return false;
-    return ep->reliability == VIP_SERVICE_RELIABLE_RECEPTION || length > ep->copy_threshold;
+    return ep->reliability == VIP_SERVICE_RELIABLE_RECEPTION || length > ep->ack_threshold;
 }
 
 bool reads_outstanding(Vi *vi, uint64_t before) {
