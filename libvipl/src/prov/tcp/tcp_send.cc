@@ -310,22 +310,43 @@ bool flush(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index, bool
     return false;
 }
 
-// The common post: nothing else to write and a small send that the peer's
-// window takes whole; its frame is gathered and written by one send().
-// False if it is not that case (nothing done).  A short write leaves the
-// frame under way for flush().
-bool send_small(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t index) {
-    if (d.op != VIP_CONTROL_OP_SENDRECV || d.fence || d.length > kGather - kFrameHeader ||
-        vi->sq.cursor != index || ep->cur != Endpoint::kCurNone || ep->ctl_done != ep->ctl_len ||
-        ep->owed_head != ep->owed_tail || ep->closing || ep->owe_ack || ep->owe_credit ||
-        ep->want_out || ep->tx_bytes - ep->peer_taken + kFrameHeader + d.length > ep->window)
+// The frame under way, its payload straight from d's buffers.  Apart from
+// send_now() so that the common small case keeps a small stack frame.
+__attribute__((noinline)) ssize_t send_frame_from(Endpoint *ep, const PostedDesc &d,
+                                                  uint64_t payload) {
+    iovec iov[kMaxIov];
+    iov[0] = iovec{ep->tx_header, kFrameHeader};
+    int n = 1 + segments_to_iov(d.segs, d.nseg, 0, payload, iov + 1, kMaxIov - 1);
+    msghdr mh{};
+    mh.msg_iov = iov;
+    mh.msg_iovlen = static_cast<size_t>(n);
+    return sendmsg(ep->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+// The common post: nothing else to write and a frame that the peer's window
+// takes whole.  It goes out at once, by one send() when small (gathered
+// here) or one sendmsg() straight from the registered buffers.  False if it
+// is not that case (nothing done).  A short write leaves the frame under way
+// for flush().
+bool send_now(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t index) {
+    if (d.fence || d.nseg >= kMaxIov || vi->sq.cursor != index || ep->cur != Endpoint::kCurNone ||
+        ep->ctl_done != ep->ctl_len || ep->owed_head != ep->owed_tail || ep->closing ||
+        ep->owe_ack || ep->owe_credit || ep->want_out)
+        return false;
+    uint64_t payload = d.op == VIP_CONTROL_OP_RDMAREAD ? 0 : d.length;
+    if (payload && ep->tx_bytes - ep->peer_taken + kFrameHeader + payload > ep->window)
         return false;
     begin_data(ep, e, d);
-    uint8_t one[kGather];
-    memcpy(one, ep->tx_header, kFrameHeader);
-    gather(one + kFrameHeader, d.segs, d.nseg, 0, d.length);
     int saved = errno;
-    ssize_t w = send(ep->sock, one, kFrameHeader + d.length, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w;
+    if (kFrameHeader + payload <= kGather) {
+        uint8_t one[kGather];
+        memcpy(one, ep->tx_header, kFrameHeader);
+        gather(one + kFrameHeader, d.segs, d.nseg, 0, payload);
+        w = send(ep->sock, one, kFrameHeader + payload, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+        w = send_frame_from(ep, d, payload);
+    }
     int err = errno;
     errno = saved;
     if (w > 0) {
@@ -357,7 +378,7 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
         return VIP_SUCCESS;
     }
     uint64_t index = q.tail - 1;
-    if (!send_small(vi, ep, *e, d, index) || ep->cur != Endpoint::kCurNone)
+    if (!send_now(vi, ep, *e, d, index) || ep->cur != Endpoint::kCurNone)
         flush(vi, ep, &d, index, false);
     return VIP_SUCCESS;
 }
