@@ -169,6 +169,10 @@ short Stream::fd_events() const noexcept {
     return impl_ ? impl_->fd_events : 0;
 }
 
+bool Stream::holds_back() const noexcept {
+    return impl_ && !impl_->pending.empty();
+}
+
 short Stream::events() noexcept {
     if (!is_open()) return 0;
     impl_->progress();

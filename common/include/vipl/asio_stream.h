@@ -10,8 +10,10 @@
 // fd to be readable (set_fd_events() asks for POLLIN while a read waits and POLLOUT while
 // a write waits) and try again.  Handlers are never called from inside the initiating
 // function.  At most one read and one write may be outstanding at a time (as for
-// sockets).  Data moves only inside these operations: a Stream with no operation
-// outstanding takes nothing in and sends nothing held back by flow control.
+// sockets).  Data moves inside these operations, and what a completed write left held
+// back by flow control leaves as credits come while the io_context runs (a wait of
+// the AsioStream's own on the fd), as a socket's kernel would send it.  Otherwise a
+// Stream with no operation outstanding takes nothing in.
 //
 // Errors: boost::system::error_code; conditions from the Stream keep their std::errc
 // value in boost's generic category (so `ec == boost::asio::error::connection_reset`
@@ -94,7 +96,10 @@ public:
 
     // Not while operations are outstanding.
     AsioStream(AsioStream &&o) noexcept
-        : stream_(std::move(o.stream_)), sd_(std::move(o.sd_)), waiting_{0, 0} {}
+        : stream_(std::move(o.stream_)),
+          sd_((o.stop_flushing(), std::move(o.sd_))), waiting_{0, 0} {
+        keep_flushing();
+    }
     AsioStream &operator=(AsioStream &&) = delete;
     AsioStream(const AsioStream &) = delete;
     AsioStream &operator=(const AsioStream &) = delete;
@@ -114,6 +119,7 @@ public:
         boost::system::error_code ec;
         sd_.cancel(ec);
         waiting_[0] = waiting_[1] = 0;
+        flushing_ = false;
         stream_.set_fd_events(0);
     }
 
@@ -224,10 +230,13 @@ private:
     template <bool Read>
     std::size_t transfer(const void *p, std::size_t len, std::error_code &ec) {
         auto *b = static_cast<std::byte *>(const_cast<void *>(p));
-        if constexpr (Read)
+        if constexpr (Read) {
             return stream_.read(std::span<std::byte>(b, len), ec);
-        else
-            return stream_.write(std::span<const std::byte>(b, len), ec);
+        } else {
+            std::size_t n = stream_.write(std::span<const std::byte>(b, len), ec);
+            keep_flushing();
+            return n;
+        }
     }
 
     template <bool Read, class Buffers>
@@ -278,11 +287,35 @@ private:
             sd_.release();
         }
         waiting_[0] = waiting_[1] = 0;
+        flushing_ = false;
+    }
+
+    // What flow control holds back after a write leaves as credits come: they make the
+    // fd readable (an edge, which the wait registered here before the io_context looks
+    // again cannot miss).
+    void stop_flushing() noexcept {
+        if (!flushing_) return;
+        boost::system::error_code ec;
+        sd_.cancel(ec); // only the flush waits: no operation is outstanding
+        flushing_ = false;
+    }
+    void keep_flushing() {
+        if (flushing_ || !sd_.is_open() || !stream_.holds_back()) return;
+        flushing_ = true;
+        sd_.async_wait(boost::asio::posix::descriptor_base::wait_read,
+                       [this](const boost::system::error_code &ec) {
+                           if (ec) return; // cancelled: the AsioStream may be gone
+                           flushing_ = false;
+                           std::error_code e;
+                           stream_.progress(e);
+                           if (!e) keep_flushing();
+                       });
     }
 
     Stream stream_;
     boost::asio::posix::stream_descriptor sd_;
     unsigned waiting_[2] = {0, 0}; // [0] writes, [1] reads waiting on the fd
+    bool flushing_ = false;        // keep_flushing() waits on the fd
 };
 
 } // namespace vipl

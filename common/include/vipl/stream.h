@@ -143,6 +143,9 @@ public:
     // Moves data without reading or writing: takes completions, returns credits, sends
     // data held back by flow control.  Never blocks.
     void progress(std::error_code &ec);
+    // Whether data accepted by write() still waits for flow control (a later call,
+    // progress() for one, sends it as credits come).
+    bool holds_back() const noexcept;
 
     // Half-close: no more writes (broken_pipe); once everything written before has been
     // sent, the peer reads end of stream, and may keep writing to us.  Never blocks.
