@@ -3,6 +3,8 @@
 
 #include "core/objects.h"
 
+#include <mutex>
+
 namespace vipl {
 
 // Marks a VI Connected once its provider finished connecting (vi->lock
@@ -39,7 +41,13 @@ public:
         vi->lock.lock();
         after_lock(vi);
     }
-    ~ViGuard() { vi_->lock.unlock(); }
+    // Takes over the lock another guard handed on with release().
+    ViGuard(Vi *vi, std::adopt_lock_t) : vi_(vi) {}
+    ~ViGuard() {
+        if (vi_) vi_->lock.unlock();
+    }
+    // Leaves the lock held when this guard goes, for a later one to adopt.
+    void release() { vi_ = nullptr; }
     ViGuard(const ViGuard &) = delete;
     ViGuard &operator=(const ViGuard &) = delete;
 

@@ -245,6 +245,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
     bool level;
     bool peer_cpu_known;
     uint64_t budget;
+    // Without spinning, the first look's lock goes on to the first sleep's.
+    bool held = false;
     t_interrupted = false;
     {
         ViGuard g(vi);
@@ -254,6 +256,10 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         level = !(vi->nic->ops->vi->wait_caps & kCapEdge);
         if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc, true)) return rc;
         budget = spin_budget_ns(vi, &peer_cpu_known);
+        if (!budget) {
+            g.release();
+            held = true;
+        }
     }
 
     if (budget) {
@@ -305,7 +311,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         bool direct = false;
         ViOps::DirectSleep ds{};
         {
-            ViGuard g(vi);
+            ViGuard g = held ? ViGuard(vi, std::adopt_lock) : ViGuard(vi);
+            held = false;
             if (!vis().still(vi, handle)) {
                 vi->sleepers.fetch_sub(1);
                 return VIP_INVALID_PARAMETER;
