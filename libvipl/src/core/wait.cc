@@ -266,6 +266,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         uint64_t end = now_ns() + budget;
         if (deadline < end) end = deadline;
         const ViOps *ops = vi->nic->ops->vi;
+        bool by_progress = ops->wait_caps & kCapSpinByProgress;
         bool won = false;
         for (unsigned i = 0;; ++i) {
             // One lock per look: the transport may be torn down by another thread.
@@ -275,7 +276,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                     vi->lock.unlock();
                     return VIP_INVALID_PARAMETER;
                 }
-                if (q.head != q.visible || (vi->prov && ops->pending(vi))) {
+                if (q.head != q.visible || (vi->prov && (by_progress || ops->pending(vi)))) {
                     if (q.head == q.visible) vi_progress(vi);
                     if (interrupted(&rc)) {
                         vi->lock.unlock();

@@ -23,7 +23,10 @@ enum WakeFor : unsigned { kWakeRecv = 1, kWakeSend = 2, kWakeAny = 3 };
 // every event makes a wait descriptor newly ready, and progress leaves
 // nothing behind that a new event would have to announce, so a lone sleeper
 // may wait edge-triggered.  Without it the core polls level-triggered.
-enum WaitCaps : unsigned { kCapSpin = 1, kCapEdge = 2 };
+// kCapSpinByProgress: `pending` costs as much as `progress` finding nothing
+// (a system call each), so a spinner calls progress straight away: one call
+// instead of two when something is there.
+enum WaitCaps : unsigned { kCapSpin = 1, kCapEdge = 2, kCapSpinByProgress = 4 };
 
 struct Segment {
     uint64_t addr;

@@ -154,7 +154,7 @@ const ViOps kViOps = {
     .direct_begin = direct_begin,
     .direct_end = direct_end,
     // A non-blocking look at the socket is cheap next to a sleep; readiness is level-triggered.
-    .wait_caps = kCapSpin,
+    .wait_caps = kCapSpin | kCapSpinByProgress,
 };
 
 } // namespace
