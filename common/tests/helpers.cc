@@ -1,5 +1,6 @@
 #include "helpers.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,6 +60,27 @@ int spawn(const std::function<int()> &fn) {
         _exit(rc);
     }
     return pid;
+}
+
+int spawn_client(const vipl::Uri &uri, const vipl::StreamOptions &o,
+                 const std::function<int(vipl::Stream &)> &fn) {
+    return spawn([&] {
+        std::error_code ec;
+        auto s = vipl::Stream::connect(uri, vipl::deadline_in(std::chrono::seconds(10)), ec, o);
+        return ec ? 2 : fn(s);
+    });
+}
+
+vipl::Stream accept_one(vipl::Listener &l) {
+    std::error_code ec;
+    auto s = l.accept(vipl::deadline_in(std::chrono::seconds(10)), ec);
+    REQUIRE(!ec);
+    return s;
+}
+
+bool readable(int fd, int ms) {
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
 }
 
 int wait_child(int pid, int timeout_s) {

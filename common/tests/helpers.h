@@ -33,6 +33,15 @@ Pair connect_pair(const std::string &base, const vipl::StreamOptions &o = {});
 // with _exit(fn()).  wait_child bounds the wait and kills the child after timeout_s.
 int spawn(const std::function<int()> &fn);
 int wait_child(int pid, int timeout_s = 30); // exit code, 128+signal, or -1 on timeout
+// A child that connects to `uri` (within 10 s; exit code 2 if it cannot) and leaves
+// with _exit(fn(stream)).
+int spawn_client(const vipl::Uri &uri, const vipl::StreamOptions &o,
+                 const std::function<int(vipl::Stream &)> &fn);
+// The next connection on l, within 10 s (the test fails otherwise).
+vipl::Stream accept_one(vipl::Listener &l);
+
+// Whether fd polls readable within ms.
+bool readable(int fd, int ms);
 
 // The byte at stream offset `i` of pattern `seed`.
 inline uint8_t pattern(uint64_t i, uint32_t seed) {

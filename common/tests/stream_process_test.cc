@@ -62,8 +62,7 @@ TEST_CASE("stream: random write and read sizes arrive byte for byte (child write
         int pid =
             ct::spawn([&] { return writer_child(l.uri().to_string(), total, seed, max_write); });
         std::error_code ec;
-        auto s = l.accept(deadline_in(10s), ec);
-        REQUIRE(!ec);
+        auto s = ct::accept_one(l);
         CHECK(read_check(s, seed, seed == 1 ? 100000 : (1u << 20), seed * 7, ec) == total);
         CHECK(!ec);
         CHECK(ct::wait_child(pid) == 0);
@@ -83,8 +82,7 @@ TEST_CASE("stream: a slow reader loses nothing, a non-blocking writer gets would
         uint64_t total = 4u << 20;
         int pid = ct::spawn([&] { return writer_child(l.uri().to_string(), total, 9, 50000, o); });
         std::error_code ec;
-        auto s = l.accept(deadline_in(10s), ec);
-        REQUIRE(!ec);
+        auto s = ct::accept_one(l);
         std::this_thread::sleep_for(300ms); // the writer runs out of credits meanwhile
         CHECK(read_check(s, 9, 40000, 3, ec, 2ms) == total);
         CHECK(!ec);
@@ -140,8 +138,7 @@ TEST_CASE("stream: orderly close delivers everything written before it") {
     // The child closes and exits at once: close() must not lose what is in flight.
     int pid = ct::spawn([&] { return writer_child(l.uri().to_string(), total, 11, 70000); });
     std::error_code ec;
-    auto s = l.accept(deadline_in(10s), ec);
-    REQUIRE(!ec);
+    auto s = ct::accept_one(l);
     std::this_thread::sleep_for(100ms);
     CHECK(read_check(s, 11, 1u << 20, 1, ec) == total);
     CHECK(!ec);
@@ -151,16 +148,12 @@ TEST_CASE("stream: orderly close delivers everything written before it") {
 TEST_CASE("stream: a peer killed mid-transfer gives an error, not a hang") {
     std::string base = CT_PROVIDER();
     auto l = ct::bind_free(base);
-    int pid = ct::spawn([&] {
-        std::error_code ec;
-        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
-        if (ec) return 2;
+    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) -> int {
         std::vector<std::byte> buf(100000);
         for (;;) ct::write_all(s, buf.data(), buf.size());
     });
     std::error_code ec;
-    auto s = l.accept(deadline_in(10s), ec);
-    REQUIRE(!ec);
+    auto s = ct::accept_one(l);
     std::vector<std::byte> buf(65536);
     uint64_t got = 0;
     while (got < (2u << 20)) {

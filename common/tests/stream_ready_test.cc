@@ -13,11 +13,6 @@ using vipl::deadline_in;
 
 namespace {
 
-bool readable(int fd, int ms) {
-    pollfd p{fd, POLLIN, 0};
-    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
-}
-
 vipl::StreamOptions small_options() {
     vipl::StreamOptions o;
     o.recv_buffers = 4;
@@ -59,9 +54,9 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
     int fd = w.fd();
     CHECK(w.fd_events() == POLLIN);
     CHECK((w.events() & (POLLIN | POLLOUT)) == POLLOUT);
-    CHECK(!readable(fd, 0)); // writable, but only POLLIN was asked for
+    CHECK(!ct::readable(fd, 0)); // writable, but only POLLIN was asked for
     w.set_fd_events(POLLOUT);
-    CHECK(readable(fd, 0));
+    CHECK(ct::readable(fd, 0));
 
     uint64_t off = fill_up(w, 0, 5);
     CHECK(off > 0);
@@ -72,7 +67,7 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
     // Nobody reads: any wake-up now is spurious and must not claim writability.
     auto quiet_end = vipl::Clock::now() + 150ms;
     while (vipl::Clock::now() < quiet_end)
-        if (readable(fd, 50)) CHECK(!(w.events() & POLLOUT));
+        if (ct::readable(fd, 50)) CHECK(!(w.events() & POLLOUT));
 
     // The reader drains; the writer waits on fd() alone until write() takes bytes again.
     uint64_t got = 0;
@@ -106,7 +101,7 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
     w.shutdown_write(ec);
     // Data held back by flow control leaves only inside the writer's calls.
     while (!done) {
-        readable(fd, 50);
+        ct::readable(fd, 50);
         w.events();
     }
     reader.join();
@@ -119,10 +114,8 @@ TEST_CASE("stream: a poll() loop on fd() writes to a slow reader child") {
     auto o = small_options();
     auto l = ct::bind_free(base, o);
     constexpr uint64_t kTotal = 1 << 20;
-    int pid = ct::spawn([&] {
+    int pid = ct::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
         std::error_code ec;
-        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec, o);
-        if (ec) return 2;
         std::vector<std::byte> buf(16 * 1024);
         uint64_t got = 0;
         for (int i = 0;; ++i) {
@@ -136,8 +129,7 @@ TEST_CASE("stream: a poll() loop on fd() writes to a slow reader child") {
         return got == kTotal ? 0 : 5;
     });
     std::error_code ec;
-    auto s = l.accept(deadline_in(10s), ec);
-    REQUIRE(!ec);
+    auto s = ct::accept_one(l);
     s.set_nonblocking(true);
     s.set_fd_events(POLLOUT);
     std::vector<std::byte> buf(64 * 1024);
@@ -151,7 +143,7 @@ TEST_CASE("stream: a poll() loop on fd() writes to a slow reader child") {
         off += n;
         if (ec == std::errc::operation_would_block) {
             ++waits;
-            REQUIRE(readable(s.fd(), 5000));
+            REQUIRE(ct::readable(s.fd(), 5000));
             if (!(s.events() & POLLOUT)) ++false_wakes;
         } else {
             REQUIRE(!ec);

@@ -14,11 +14,6 @@ using vipl::deadline_in;
 
 namespace {
 
-bool readable(int fd, int ms) {
-    pollfd p{fd, POLLIN, 0};
-    return poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
-}
-
 // Drains a non-blocking stream until it would block; returns the bytes read.
 size_t drain(vipl::Stream &s, std::string *out = nullptr) {
     std::byte buf[4096];
@@ -43,7 +38,7 @@ TEST_CASE("stream: the wait fd polls readable exactly when data is there") {
     int fd = p.server.fd();
     REQUIRE(fd >= 0);
     drain(p.server); // takes the initial credit grant
-    CHECK(!readable(fd, 0));
+    CHECK(!ct::readable(fd, 0));
 
     std::error_code ec;
     std::thread writer([&] {
@@ -52,22 +47,22 @@ TEST_CASE("stream: the wait fd polls readable exactly when data is there") {
         std::memset(b, 'a', sizeof b);
         p.client.write(b, ec);
     });
-    CHECK(readable(fd, 3000));
+    CHECK(ct::readable(fd, 3000));
     writer.join();
     // Read a part only: the rest is held by the stream, the fd must stay readable.
     std::byte one[100];
     CHECK(p.server.read(one, ec) == 100);
-    CHECK(readable(fd, 0));
+    CHECK(ct::readable(fd, 0));
     CHECK(drain(p.server) == 200);
-    CHECK(!readable(fd, 0));
+    CHECK(!ct::readable(fd, 0));
 
     // End of stream is readable too.
     std::thread closer([&] { p.client.shutdown_write(ec); });
     closer.join();
-    CHECK(readable(fd, 3000));
+    CHECK(ct::readable(fd, 3000));
     CHECK(p.server.read(one, ec) == 0);
     CHECK(!ec);
-    CHECK(readable(fd, 0));
+    CHECK(ct::readable(fd, 0));
 }
 
 TEST_CASE("stream: a blocking read interrupted by a signal returns interrupted, losing nothing") {

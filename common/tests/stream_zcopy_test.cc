@@ -126,17 +126,13 @@ TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what
     std::string base = CT_PROVIDER();
     auto l = ct::bind_free(base);
     constexpr uint64_t kTotal = 6u << 20;
-    int pid = ct::spawn([&] {
-        std::error_code ec;
-        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
-        if (ec) return 2;
+    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
         std::this_thread::sleep_for(400ms); // the writer's signal comes meanwhile
         if (read_check(s, kTotal, 11, Reader::random) != kTotal) return 3;
         return s.close(deadline_in(10s)) ? 4 : 0;
     });
     std::error_code ec;
-    auto s = l.accept(deadline_in(10s), ec);
-    REQUIRE(!ec);
+    auto s = ct::accept_one(l);
     std::vector<std::byte> buf(kTotal);
     ct::fill(buf.data(), buf.size(), 0, 11);
 
@@ -221,16 +217,12 @@ TEST_CASE("stream: a reader that closes releases a zero-copy writer") {
 TEST_CASE("stream: a zero-copy write to a peer that dies returns and later writes fail") {
     std::string base = CT_PROVIDER();
     auto l = ct::bind_free(base);
-    int pid = ct::spawn([&] {
-        std::error_code ec;
-        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
-        if (ec) return 2;
+    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &) {
         pause();
         return 0;
     });
     std::error_code ec;
-    auto s = l.accept(deadline_in(10s), ec);
-    REQUIRE(!ec);
+    auto s = ct::accept_one(l);
     std::thread killer([&] {
         std::this_thread::sleep_for(200ms);
         kill(pid, SIGKILL);
@@ -249,17 +241,14 @@ TEST_CASE("stream: a zero-copy write to a peer that dies returns and later write
 TEST_CASE("stream: a reader whose zero-copy writer dies mid-region gets an error") {
     std::string base = CT_PROVIDER();
     auto l = ct::bind_free(base);
-    int pid = ct::spawn([&] {
+    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
         std::error_code ec;
-        auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec);
-        if (ec) return 2;
         std::vector<std::byte> buf(64 << 20);
         s.write(buf, ec); // killed in here
         return 0;
     });
     std::error_code ec;
-    auto s = l.accept(deadline_in(10s), ec);
-    REQUIRE(!ec);
+    auto s = ct::accept_one(l);
     std::vector<std::byte> buf(256 * 1024);
     uint64_t got = 0;
     auto t0 = vipl::Clock::now();
@@ -289,10 +278,8 @@ TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
         vipl::StreamOptions o;
         o.zcopy_threshold = threshold;
         auto l = ct::bind_free(base, o);
-        int pid = ct::spawn([&] {
+        int pid = ct::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
             std::error_code ec;
-            auto s = vipl::Stream::connect(l.uri(), deadline_in(10s), ec, o);
-            if (ec) return 2;
             std::vector<std::byte> buf(kWrite);
             uint64_t got = 0;
             while (got < uint64_t(kWrite) * kWrites) {
@@ -303,8 +290,7 @@ TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
             return s.close(deadline_in(10s)) ? 4 : 0;
         });
         std::error_code ec;
-        auto s = l.accept(deadline_in(10s), ec);
-        REQUIRE(!ec);
+        auto s = ct::accept_one(l);
         std::vector<std::byte> buf(kWrite, std::byte{1});
         rusage r0{}, r1{}, c0{}, c1{};
         getrusage(RUSAGE_SELF, &r0);
