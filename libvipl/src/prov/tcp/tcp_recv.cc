@@ -90,6 +90,14 @@ Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
     }
 }
 
+// A receive's segments as checked at post (at most two): their count, or
+// kNotCached when they must be parsed again.
+uint32_t cached_segments(const WqEntry &e, Segment *segs) {
+    if (e.nseg == kNotCached) return kNotCached;
+    for (uint32_t i = 0; i < e.nseg; ++i) segs[i] = Segment{e.seg[i].addr, e.seg[i].len};
+    return e.nseg;
+}
+
 // Where the rest of the current payload goes; 0 entries for discard.  A
 // destination that became invalid mid-frame turns the frame into a discard.
 int destination(Vi *vi, Endpoint *ep, iovec *iov, int max) {
@@ -99,15 +107,11 @@ int destination(Vi *vi, Endpoint *ep, iovec *iov, int max) {
     switch (ep->sink) {
     case Sink::recv: {
         WqEntry &e = vi->rq.at(vi->rq.cursor);
-        uint32_t nseg = 0;
         uint64_t capacity = 0;
-        if (e.nseg != kNotCached) {
-            nseg = e.nseg;
-            for (uint32_t i = 0; i < nseg; ++i) segs[i] = Segment{e.seg[i].addr, e.seg[i].len};
-        } else if (recv_segments(vi, e.desc, segs, vi->nic->attrs.MaxSegmentsPerDesc, &nseg,
-                                 &capacity)) {
+        uint32_t nseg = cached_segments(e, segs);
+        if (nseg == kNotCached &&
+            recv_segments(vi, e.desc, segs, vi->nic->attrs.MaxSegmentsPerDesc, &nseg, &capacity))
             return -1;
-        }
         return segments_to_iov(segs, nseg, ep->got, left, iov, max);
     }
     case Sink::rdma:
@@ -359,12 +363,11 @@ Io payload(Vi *vi, Endpoint *ep, uint64_t *budget, bool *maybe_more) {
     // The usual message: all of it buffered, for a receive whose segments
     // were checked at post.
     if (ep->sink == Sink::recv && ep->rx_end - ep->rx_start >= f.length - ep->got) {
-        const WqEntry &e = vi->rq.at(vi->rq.cursor);
-        if (e.nseg != kNotCached) {
+        Segment segs[2];
+        uint32_t nseg = cached_segments(vi->rq.at(vi->rq.cursor), segs);
+        if (nseg != kNotCached) {
             uint64_t left = f.length - ep->got;
-            Segment segs[2];
-            for (uint32_t i = 0; i < e.nseg; ++i) segs[i] = Segment{e.seg[i].addr, e.seg[i].len};
-            scatter(segs, e.nseg, ep->got, ep->rx + ep->rx_start, left);
+            scatter(segs, nseg, ep->got, ep->rx + ep->rx_start, left);
             ep->rx_start += static_cast<uint32_t>(left);
             ep->got += left;
             return finish(vi, ep) ? Io::more : Io::closed;

@@ -102,6 +102,13 @@ void begin_data(Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     start(ep, Endpoint::kCurData, f, payload);
 }
 
+// No frame under way, no control frame or answer owed, output not blocked.
+bool nothing_ahead(const Endpoint *ep) {
+    return ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len &&
+           ep->owed_head == ep->owed_tail && !ep->closing && !ep->owe_ack && !ep->owe_credit &&
+           !ep->want_out;
+}
+
 Owed &owed_head(Endpoint *ep) {
     return ep->owed[ep->owed_head & (ep->owed_cap - 1)];
 }
@@ -330,10 +337,7 @@ __attribute__((noinline)) ssize_t send_frame_from(Endpoint *ep, const PostedDesc
 // is not that case (nothing done).  A short write leaves the frame under way
 // for flush().
 bool send_now(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t index) {
-    if (d.fence || d.nseg >= kMaxIov || vi->sq.cursor != index || ep->cur != Endpoint::kCurNone ||
-        ep->ctl_done != ep->ctl_len || ep->owed_head != ep->owed_tail || ep->closing ||
-        ep->owe_ack || ep->owe_credit || ep->want_out)
-        return false;
+    if (d.fence || d.nseg >= kMaxIov || vi->sq.cursor != index || !nothing_ahead(ep)) return false;
     uint64_t payload = d.op == VIP_CONTROL_OP_RDMAREAD ? 0 : d.length;
     if (payload && ep->tx_bytes - ep->peer_taken + kFrameHeader + payload > ep->window)
         return false;
@@ -362,10 +366,7 @@ bool send_now(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint64_t in
 
 bool flush_out(Vi *vi, Endpoint *ep, bool more) {
     // Nothing to write (the usual case after input): no need to look further.
-    if (ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len && !ep->want_out &&
-        ep->owed_head == ep->owed_tail && !ep->owe_ack && !ep->owe_credit && !ep->closing &&
-        vi->sq.cursor == vi->sq.tail)
-        return ep->up;
+    if (nothing_ahead(ep) && vi->sq.cursor == vi->sq.tail) return ep->up;
     return flush(vi, ep, nullptr, 0, more);
 }
 
