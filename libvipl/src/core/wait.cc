@@ -267,7 +267,6 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         if (deadline < end) end = deadline;
         const ViOps *ops = vi->nic->ops->vi;
         bool by_progress = ops->wait_caps & kCapSpinByProgress;
-        bool won = false;
         for (unsigned i = 0;; ++i) {
             // One lock per look: the transport may be torn down by another thread.
             if (vi->lock.try_lock()) {
@@ -299,7 +298,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             }
         }
         ViGuard g(vi);
-        if (vis().still(vi, handle)) spin_outcome(vi, won);
+        if (vis().still(vi, handle)) spin_outcome(vi, false); // a win returned above
     }
 
     for (;;) {
