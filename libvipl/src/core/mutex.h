@@ -1,4 +1,5 @@
-// The library's mutex.  By default a futex word (cheap, works in any memory).
+// The library's mutex.  By default a futex word guarding process-private
+// state: no locked instruction at all while the process has one thread.
 // Objects shared between processes make theirs robust: a process-shared
 // robust mutex, so that a holder killed inside the library does not wedge the
 // others; the next locker owns the lock and owner_died() says the state it
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <pthread.h>
+#include <sys/single_threaded.h>
 
 namespace vipl {
 
@@ -23,17 +25,32 @@ public:
 
     void lock() {
         if (robust_) return lock_robust();
+        if (alone()) {
+            state_.store(1, std::memory_order_relaxed);
+            std::atomic_signal_fence(std::memory_order_acquire);
+            return;
+        }
         uint32_t expected = 0;
         if (state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
         lock_slow();
     }
     bool try_lock() {
         if (robust_) return try_lock_robust();
+        if (alone() && state_.load(std::memory_order_relaxed) == 0) {
+            state_.store(1, std::memory_order_relaxed);
+            std::atomic_signal_fence(std::memory_order_acquire);
+            return true;
+        }
         uint32_t expected = 0;
         return state_.compare_exchange_strong(expected, 1, std::memory_order_acquire);
     }
     void unlock() {
         if (robust_) return unlock_robust();
+        if (alone()) {
+            std::atomic_signal_fence(std::memory_order_release);
+            state_.store(0, std::memory_order_relaxed);
+            return;
+        }
         if (state_.exchange(0, std::memory_order_release) == 2) wake();
     }
     bool locked() const { return state_.load(std::memory_order_relaxed) != 0; }
@@ -44,6 +61,12 @@ public:
     void clear_owner_died() { died_ = false; }
 
 private:
+    // No other thread exists (glibc clears the flag before a second thread
+    // starts), so no other thread can hold or want this process-private lock:
+    // plain stores keep its state exact without a locked instruction.  The
+    // state stays exact, so a thread started while the lock is held finds it
+    // held, and the unlock that follows sees the flag cleared and wakes it.
+    static bool alone() { return __libc_single_threaded != 0; }
     void lock_slow();
     void wake();
     void lock_robust();
