@@ -37,7 +37,7 @@ inline VIP_RETURN api_call(F &&body) {
 inline Nic *find_nic(VIP_NIC_HANDLE h) {
     return nics().lookup(h);
 }
-inline Vi *find_vi(VIP_VI_HANDLE h) {
+__attribute__((always_inline)) inline Vi *find_vi(VIP_VI_HANDLE h) {
     return vis().lookup(h);
 }
 inline Cq *find_cq(VIP_CQ_HANDLE h) {

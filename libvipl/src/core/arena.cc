@@ -62,9 +62,9 @@ Header *header() {
     return reinterpret_cast<Header *>(g_base);
 }
 
-std::atomic<uint64_t> g_token{0};
-
 } // namespace
+
+std::atomic<uint64_t> g_self_token{0};
 
 void *shared_alloc(size_t bytes) {
     Header *h = header();
@@ -139,13 +139,9 @@ void object_free(void *p, size_t bytes, bool shared) {
         free(p);
 }
 
-uint64_t self_token() {
-    uint64_t t = g_token.load(std::memory_order_relaxed);
-    if (!t) {
-        renew_self_token();
-        t = g_token.load(std::memory_order_relaxed);
-    }
-    return t;
+uint64_t self_token_first() {
+    renew_self_token();
+    return g_self_token.load(std::memory_order_relaxed);
 }
 
 uint64_t new_token() {
@@ -159,11 +155,11 @@ uint64_t new_token() {
 }
 
 void renew_self_token() {
-    g_token.store(new_token(), std::memory_order_relaxed);
+    g_self_token.store(new_token(), std::memory_order_relaxed);
 }
 
 void set_self_token(uint64_t t) {
-    g_token.store(t, std::memory_order_relaxed);
+    g_self_token.store(t, std::memory_order_relaxed);
 }
 
 } // namespace vipl

@@ -5,6 +5,7 @@
 // CQs) and everything they own live here.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -26,7 +27,12 @@ void object_free(void *p, size_t bytes, bool shared);
 
 // This process, as distinct from every other (pids are reused): made anew in
 // a fork child.
-uint64_t self_token();
+extern std::atomic<uint64_t> g_self_token;
+uint64_t self_token_first();
+inline uint64_t self_token() {
+    uint64_t t = g_self_token.load(std::memory_order_relaxed);
+    return t ? t : self_token_first();
+}
 void renew_self_token();
 // A token for another process (a fork child about to be), and taking it.
 uint64_t new_token();

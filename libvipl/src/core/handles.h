@@ -172,7 +172,7 @@ public:
     }
 
     // The live object a handle names, usable by this process, or nullptr.
-    T *lookup(const void *handle) const {
+    __attribute__((always_inline)) T *lookup(const void *handle) const {
         uint64_t h = reinterpret_cast<uint64_t>(handle);
         if ((h >> 56) != static_cast<uint64_t>(Tag)) return nullptr;
         uint32_t index = static_cast<uint32_t>(h);
@@ -192,7 +192,7 @@ public:
     }
 
     // Whether obj still is the object handle named here (call under obj's lock).
-    bool still(const T *obj, const void *handle) const {
+    __attribute__((always_inline)) bool still(const T *obj, const void *handle) const {
         uint64_t h = reinterpret_cast<uint64_t>(handle);
         const Slot &s = slot(obj->index);
         uint32_t gen = s.gen.load(std::memory_order_acquire);

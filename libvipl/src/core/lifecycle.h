@@ -29,7 +29,7 @@ void vi_catch_up(Vi *vi);
 // A holder of a shareable VI died holding its lock (the robust lock said so,
 // lock held): the VI goes to the Error state for every holder.
 void vi_check_poison(Vi *vi);
-inline void after_lock(Vi *vi) {
+__attribute__((always_inline)) inline void after_lock(Vi *vi) {
     if (vi->lock.owner_died()) vi_check_poison(vi);
     if (vi->shareable) vi_catch_up(vi);
 }
@@ -37,13 +37,13 @@ inline void after_lock(Vi *vi) {
 // Holds a VI's lock; a lock inherited from a dead holder fails the VI first.
 class ViGuard {
 public:
-    explicit ViGuard(Vi *vi) : vi_(vi) {
+    __attribute__((always_inline)) explicit ViGuard(Vi *vi) : vi_(vi) {
         vi->lock.lock();
         after_lock(vi);
     }
     // Takes over the lock another guard handed on with release().
     ViGuard(Vi *vi, std::adopt_lock_t) : vi_(vi) {}
-    ~ViGuard() {
+    __attribute__((always_inline)) ~ViGuard() {
         if (vi_) vi_->lock.unlock();
     }
     // Leaves the lock held when this guard goes, for a later one to adopt.

@@ -23,7 +23,7 @@ public:
     void make_robust();
     bool robust() const { return robust_; }
 
-    void lock() {
+    __attribute__((always_inline)) void lock() {
         if (robust_) return lock_robust();
         if (alone()) {
             state_.store(1, std::memory_order_relaxed);
@@ -34,7 +34,7 @@ public:
         if (state_.compare_exchange_strong(expected, 1, std::memory_order_acquire)) return;
         lock_slow();
     }
-    bool try_lock() {
+    __attribute__((always_inline)) bool try_lock() {
         if (robust_) return try_lock_robust();
         if (alone() && state_.load(std::memory_order_relaxed) == 0) {
             state_.store(1, std::memory_order_relaxed);
@@ -44,7 +44,7 @@ public:
         uint32_t expected = 0;
         return state_.compare_exchange_strong(expected, 1, std::memory_order_acquire);
     }
-    void unlock() {
+    __attribute__((always_inline)) void unlock() {
         if (robust_) return unlock_robust();
         if (alone()) {
             std::atomic_signal_fence(std::memory_order_release);
@@ -67,11 +67,12 @@ private:
     // state stays exact, so a thread started while the lock is held finds it
     // held, and the unlock that follows sees the flag cleared and wakes it.
     static bool alone() { return __libc_single_threaded != 0; }
-    void lock_slow();
-    void wake();
-    void lock_robust();
-    bool try_lock_robust();
-    void unlock_robust();
+    // Out of line: the fast paths above stay small enough to inline.
+    __attribute__((noinline)) void lock_slow();
+    __attribute__((noinline)) void wake();
+    __attribute__((noinline)) void lock_robust();
+    __attribute__((noinline)) bool try_lock_robust();
+    __attribute__((noinline)) void unlock_robust();
 
     std::atomic<uint32_t> state_{0}; // 0 free, 1 held, 2 held with sleepers
     bool robust_ = false;

@@ -336,27 +336,39 @@ using ViTable = HandleTable<Vi, HandleTag::vi, ViLocal>;
 using CqTable = HandleTable<Cq, HandleTag::cq>;
 using ConnTable = HandleTable<ConnReq, HandleTag::conn>;
 
-// Function-local statics: usable from any static constructor, and inline so
-// the hot path pays one guard check, not a call.
-inline NicTable &nics() {
-    static NicTable *t = new NicTable;
-    return *t;
+// One table of each kind per process, made at first use (from a static
+// constructor too) and never destroyed.  The hot path is one load; the
+// pointer starts null before any constructor runs.
+template <class T>
+class TheTable {
+public:
+    __attribute__((always_inline)) static T &get() {
+        T *t = p_.load(std::memory_order_acquire);
+        return t ? *t : make();
+    }
+
+private:
+    __attribute__((noinline)) static T &make() {
+        static T *t = new T;
+        p_.store(t, std::memory_order_release);
+        return *t;
+    }
+    static inline std::atomic<T *> p_{nullptr};
+};
+__attribute__((always_inline)) inline NicTable &nics() {
+    return TheTable<NicTable>::get();
 }
-inline PtagTable &ptags() {
-    static PtagTable *t = new PtagTable;
-    return *t;
+__attribute__((always_inline)) inline PtagTable &ptags() {
+    return TheTable<PtagTable>::get();
 }
-inline ViTable &vis() {
-    static ViTable *t = new ViTable;
-    return *t;
+__attribute__((always_inline)) inline ViTable &vis() {
+    return TheTable<ViTable>::get();
 }
-inline CqTable &cqs() {
-    static CqTable *t = new CqTable;
-    return *t;
+__attribute__((always_inline)) inline CqTable &cqs() {
+    return TheTable<CqTable>::get();
 }
-inline ConnTable &conns() {
-    static ConnTable *t = new ConnTable;
-    return *t;
+__attribute__((always_inline)) inline ConnTable &conns() {
+    return TheTable<ConnTable>::get();
 }
 
 } // namespace vipl

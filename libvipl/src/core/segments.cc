@@ -21,7 +21,7 @@ int segments_to_iov(const Segment *segs, uint32_t nseg, uint64_t offset, uint64_
     return n;
 }
 
-void gather(uint8_t *dst, const Segment *segs, uint32_t nseg, uint64_t offset, uint64_t len) {
+void gather_list(uint8_t *dst, const Segment *segs, uint32_t nseg, uint64_t offset, uint64_t len) {
     for (uint32_t i = 0; i < nseg && len; ++i) {
         if (offset >= segs[i].len) {
             offset -= segs[i].len;
@@ -35,8 +35,8 @@ void gather(uint8_t *dst, const Segment *segs, uint32_t nseg, uint64_t offset, u
     }
 }
 
-void scatter(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t *src,
-             uint64_t len) {
+void scatter_list(const Segment *segs, uint32_t nseg, uint64_t offset, const uint8_t *src,
+                  uint64_t len) {
     for (uint32_t i = 0; i < nseg && len; ++i) {
         if (offset >= segs[i].len) {
             offset -= segs[i].len;

@@ -47,9 +47,9 @@ void wq_complete(Vi *vi, WorkQueue &q, WqEntry &e, uint32_t status, uint32_t len
 
 void wq_advance(Vi *vi, WorkQueue &q) {
     bool recv = is_recv_queue(vi, q);
-    bool any = false;
-    while (q.visible < q.tail) {
-        WqEntry &e = q.at(q.visible);
+    uint64_t v = q.visible, first = v;
+    for (; v < q.tail; ++v) {
+        WqEntry &e = q.at(v);
         if (!(e.flags & kWqDone)) break;
         if (q.cq && !cq_push(q.cq, vi, recv)) {
             q.cq_backlog = true;
@@ -61,10 +61,9 @@ void wq_advance(Vi *vi, WorkQueue &q) {
         if (e.flags & kWqImm) cs.ImmediateData = e.imm;
         // Status last: programs that watch it see the other fields first.
         __atomic_store_n(&cs.Status, e.status, __ATOMIC_RELEASE);
-        __atomic_store_n(&q.visible, q.visible + 1, __ATOMIC_RELEASE);
-        any = true;
+        __atomic_store_n(&q.visible, v + 1, __ATOMIC_RELEASE);
     }
-    if (any) vi_wake(vi);
+    if (v != first) vi_wake(vi);
 }
 
 void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status) {
@@ -124,10 +123,7 @@ void vi_fail(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
     vi_wake(vi);
 }
 
-void vi_wake(Vi *vi) {
-    bool wanted = vi->sleepers.load(std::memory_order_seq_cst) > 0 ||
-                  vi->fd_mode.load(std::memory_order_relaxed) || vi->sq.notify || vi->rq.notify;
-    if (!wanted) return;
+void vi_wake_now(Vi *vi) {
     if (vi->kicked.exchange(true, std::memory_order_acq_rel)) return;
     uint64_t one = 1;
     int saved = errno;

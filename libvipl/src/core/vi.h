@@ -34,7 +34,12 @@ void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err);
 
 // Wakes whoever waits on the VI (a local thread, the notification thread, a
 // program polling its wait fd).  Cheap when nobody does.
-void vi_wake(Vi *vi);
+void vi_wake_now(Vi *vi);
+inline void vi_wake(Vi *vi) {
+    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 ||
+        vi->fd_mode.load(std::memory_order_relaxed) || vi->sq.notify || vi->rq.notify)
+        vi_wake_now(vi);
+}
 // Drains vi->efd after a wake-up.
 void vi_drain(Vi *vi);
 

@@ -151,7 +151,8 @@ void vi_rearm(Vi *vi) {
     vi_arm(vi);
 }
 
-static bool take(WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc) {
+__attribute__((always_inline)) static inline bool take(WorkQueue &q, VIP_DESCRIPTOR **out,
+                                                       VIP_RETURN *rc) {
     if (q.head == q.visible) return false;
     WqEntry &e = q.at(q.head);
     __atomic_store_n(&q.head, q.head + 1, __ATOMIC_RELAXED);
@@ -311,12 +312,13 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         bool direct = false;
         ViOps::DirectSleep ds{};
         {
+            // A lock held since the first look needs no second look at the handle.
             ViGuard g = held ? ViGuard(vi, std::adopt_lock) : ViGuard(vi);
-            held = false;
-            if (!vis().still(vi, handle)) {
+            if (!held && !vis().still(vi, handle)) {
                 vi->sleepers.fetch_sub(1);
                 return VIP_INVALID_PARAMETER;
             }
+            held = false;
             // A receive waits for arrivals only: the peer consuming our own
             // messages must not wake it (a ping-pong would sleep twice per message).
             vi_arm(vi,

@@ -506,6 +506,11 @@ bool receive(Vi *vi, Endpoint *ep) {
             continue;
         }
         if (ep->rx_end - ep->rx_start < kFrameHeader) {
+            // The usual end: all taken, and the last read emptied the socket.
+            if (!maybe_more && ep->rx_start == ep->rx_end) {
+                if (ep->lowat != std::min<uint64_t>(kFrameHeader, ep->my_window / 4)) set_lowat(ep);
+                return true;
+            }
             Io r = fill(vi, ep, &maybe_more);
             if (r == Io::closed) return false;
             if (r == Io::dry) {
@@ -594,10 +599,10 @@ void progress(Vi *vi) {
     // in one segment (one wake-up of the peer instead of two).  idle() pushes
     // it otherwise, and the kernel does within 200 ms if the program makes no
     // further call.  A stream of messages gets one every few, replies or not.
-    bool only_ack = ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len &&
+    bool only_ack = ep->owe_ack && ep->cur == Endpoint::kCurNone && ep->ctl_done == ep->ctl_len &&
                     ep->owed_head == ep->owed_tail && !ep->owe_credit && !ep->want_out &&
                     vi->sq.cursor == vi->sq.tail && ep->ack_taken - ep->ack_sent < 8;
-    flush_out(vi, ep, only_ack && ep->owe_ack);
+    flush_out(vi, ep, only_ack);
 }
 
 void idle(Vi *vi) {
