@@ -32,16 +32,26 @@ struct Incoming {
     Hello hello{};
 };
 
-// A discriminator this process serves: its hand-over socket.
+struct TcpNic;
+
+// A discriminator this process serves: its hand-over socket, and the NIC
+// that serves it.
 struct Served {
     std::string disc;
     int fd = -1;
+    const TcpNic *nic = nullptr;
 };
 
-// One TCP port this NIC listens on, with what arrived there.
+// One TCP port this process listens on at one address, with what arrived
+// there.  The NICs of that address share it (listen_lock() guards it): two
+// sockets of one process on a port (SO_REUSEPORT) would split the
+// connections, and those landing at a NIC nobody waits on would go unanswered.
 struct Listener {
     uint16_t port = 0;
     int fd = -1;
+    sockaddr_storage local{};
+    socklen_t local_len = 0;
+    int refs = 0; // NICs using it
     std::vector<Incoming *> incoming;
     std::vector<Served> served;
 };
@@ -52,8 +62,7 @@ struct TcpNic {
     socklen_t local_len = 0;
     int family = AF_INET;
     std::string ifname;
-    Mutex lock; // guards listeners and everything in them
-    std::vector<Listener *> listeners;
+    std::vector<Listener *> listeners; // used by this NIC (listen_lock())
 };
 
 inline TcpNic *tcp_nic(Nic *nic) {
@@ -177,6 +186,8 @@ std::string address_text(const sockaddr_storage &ss);
 // tcp_listen.cc: where connections arrive
 // The listener of port (created on first use, lock held); nullptr and *rc set on failure.
 Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc);
+// Guards every Listener of the process and the NICs' lists of them.
+Mutex &listen_lock();
 // Starts serving disc on l: connections for it reaching another process come here.
 VIP_RETURN serve(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len);
 // Accepts what is waiting, reads Hellos, hands on connections for discriminators

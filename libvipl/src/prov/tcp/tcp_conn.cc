@@ -263,7 +263,7 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
     uint16_t dlen = local->DiscriminatorLen;
     Listener *l;
     {
-        std::lock_guard<Mutex> g(t->lock);
+        std::lock_guard<Mutex> g(listen_lock());
         VIP_RETURN rc = VIP_SUCCESS;
         l = listener_for(nic, port_of(disc, dlen), &rc);
         if (!l) return rc;
@@ -275,7 +275,7 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
         int n;
         uint64_t wake = deadline;
         {
-            std::lock_guard<Mutex> g(t->lock);
+            std::lock_guard<Mutex> g(listen_lock());
             Incoming *in = take_incoming(nic, l, kHelloRequest, disc, dlen);
             if (in) {
                 const Hello &h = in->hello;
@@ -380,7 +380,7 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
     memcpy(p->hello.want, disc_of(remote), p->hello.want_len);
     if (p->acceptor) {
         TcpNic *t = tcp_nic(vi->nic);
-        std::lock_guard<Mutex> g(t->lock);
+        std::lock_guard<Mutex> g(listen_lock());
         VIP_RETURN rc = VIP_SUCCESS;
         p->port = port_of(disc_of(local), local->DiscriminatorLen);
         Listener *l = listener_for(vi->nic, p->port, &rc);
@@ -488,7 +488,7 @@ static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *
     TcpNic *t = tcp_nic(vi->nic);
     Incoming *in;
     {
-        std::lock_guard<Mutex> g(t->lock);
+        std::lock_guard<Mutex> g(listen_lock());
         VIP_RETURN rc = VIP_SUCCESS;
         Listener *l = listener_for(vi->nic, p->port, &rc);
         if (!l) return rc;

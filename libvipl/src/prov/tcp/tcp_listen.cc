@@ -12,8 +12,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <pthread.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -245,12 +247,47 @@ void pump(Nic *nic, Listener *l) {
     }
 }
 
+// The process's listeners.  A fork child starts with none: the parent's
+// sockets are not its own (the core closes the child's copies).
+struct Listening {
+    Mutex lock;
+    std::vector<Listener *> all;
+};
+
+Listening &listening() {
+    static Listening *l = [] {
+        auto *made = new Listening;
+        pthread_atfork([] { listening().lock.lock(); }, [] { listening().lock.unlock(); },
+                       [] {
+                           listening().all.clear();
+                           listening().lock.unlock();
+                       });
+        return made;
+    }();
+    return *l;
+}
+
+std::vector<Listener *> &all_listeners() {
+    return listening().all;
+}
+
 } // namespace
+
+Mutex &listen_lock() {
+    return listening().lock;
+}
 
 Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
     TcpNic *t = tcp_nic(nic);
     for (Listener *l : t->listeners)
         if (l->port == port) return l;
+    for (Listener *l : all_listeners())
+        if (l->port == port && l->local_len == t->local_len &&
+            memcmp(&l->local, &t->local, t->local_len) == 0) {
+            ++l->refs;
+            t->listeners.push_back(l);
+            return l;
+        }
     int err = 0;
     int fd = open_listener(t, port, &err);
     if (fd < 0) {
@@ -263,6 +300,10 @@ Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
     auto *l = new Listener;
     l->port = port;
     l->fd = fd;
+    l->local = t->local;
+    l->local_len = t->local_len;
+    l->refs = 1;
+    all_listeners().push_back(l);
     t->listeners.push_back(l);
     return l;
 }
@@ -284,7 +325,8 @@ VIP_RETURN serve(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len) {
         }
         return VIP_ERROR_RESOURCE;
     }
-    l->served.push_back(Served{std::string(reinterpret_cast<const char *>(disc), len), fd});
+    l->served.push_back(
+        Served{std::string(reinterpret_cast<const char *>(disc), len), fd, tcp_nic(nic)});
     return VIP_SUCCESS;
 }
 
@@ -323,7 +365,20 @@ void incoming_free(Incoming *in) {
 }
 
 void listeners_close(TcpNic *t) {
+    std::lock_guard<Mutex> g(listen_lock());
     for (Listener *l : t->listeners) {
+        // What this NIC served is served no more; the socket goes with its last NIC.
+        for (size_t i = 0; i < l->served.size();) {
+            if (l->served[i].nic != t) {
+                ++i;
+                continue;
+            }
+            fd_close(l->served[i].fd);
+            l->served.erase(l->served.begin() + static_cast<ptrdiff_t>(i));
+        }
+        if (--l->refs > 0) continue;
+        std::vector<Listener *> &all = all_listeners();
+        all.erase(std::find(all.begin(), all.end(), l));
         fd_close(l->fd);
         for (Served &s : l->served) fd_close(s.fd);
         for (Incoming *in : l->incoming) incoming_free(in);
