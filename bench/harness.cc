@@ -23,7 +23,7 @@ enum Op : uint32_t { kQuit = 0, kPong = 1, kStream = 2 };
 
 struct Cmd {
     uint32_t op;
-    uint32_t pad;
+    uint32_t which; // the transport (run_paired: 0 or 1)
     uint64_t size;
     int64_t n;
 };
@@ -55,11 +55,13 @@ Counters minus(const Counters &a, const Counters &b) {
     return {a.doorbells - b.doorbells, a.spin_wins - b.spin_wins, a.sleeps - b.sleeps};
 }
 
-void serve(Peer &peer, int ctl) {
+void serve(Peer *const *peers, int npeers, int ctl) {
     for (;;) {
         Cmd c;
         ctl_read(ctl, &c, sizeof c);
         if (c.op == kQuit) return;
+        if (c.which >= static_cast<uint32_t>(npeers)) fail("no transport %u", c.which);
+        Peer &peer = *peers[c.which];
         Counters before = peer.counters();
         uint8_t ready = 1;
         ctl_write(ctl, &ready, 1);
@@ -75,8 +77,8 @@ void serve(Peer &peer, int ctl) {
 
 // One phase: the server is told what comes, then `body` runs on the client.
 template <class F>
-Counters phase(int ctl, Op op, uint64_t size, long n, F &&body) {
-    Cmd c{op, 0, size, n};
+Counters phase(int ctl, Op op, uint64_t size, long n, F &&body, uint32_t which = 0) {
+    Cmd c{op, which, size, n};
     ctl_write(ctl, &c, sizeof c);
     uint8_t ready;
     ctl_read(ctl, &ready, 1);
@@ -119,6 +121,60 @@ void latency(const Options &o, Peer &peer, int ctl) {
                static_cast<unsigned long>(server.doorbells),
                static_cast<unsigned long>(server.spin_wins),
                static_cast<unsigned long>(server.sleeps));
+        fflush(stdout);
+    }
+}
+
+double percentile(std::vector<uint64_t> &v, int pct) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    size_t i = pct == 50 ? (n - 1) / 2 : std::min(n - 1, (n * pct + 99) / 100 - 1);
+    return v[i] / 2e3;
+}
+
+// Blocks of kBlock round trips, one transport then the other, until each has
+// o.iters or the time cap (twice max_ms for the two) is reached.
+void latency_paired(const Options &o, Peer *const *peers, int ctl) {
+    constexpr long kBlock = 50;
+    for (uint64_t size : o.sizes) {
+        long warm = std::max(1L, o.warmup);
+        double per = 0;
+        for (uint32_t w = 0; w < 2; ++w) {
+            uint64_t t0 = now_ns();
+            phase(
+                ctl, kPong, size, warm,
+                [&] {
+                    for (long k = 0; k < warm; ++k) peers[w]->ping(size);
+                },
+                w);
+            per = std::max(per, static_cast<double>(now_ns() - t0) / warm);
+        }
+        long n = o.iters;
+        if (per * n > o.max_ms * 1e6) n = std::max(20L, static_cast<long>(o.max_ms * 1e6 / per));
+        std::vector<uint64_t> rtt[2];
+        while (static_cast<long>(rtt[1].size()) < n) {
+            for (uint32_t w = 0; w < 2; ++w) {
+                long b = std::min(kBlock, n - static_cast<long>(rtt[w].size()));
+                phase(
+                    ctl, kPong, size, b,
+                    [&] {
+                        uint64_t prev = now_ns();
+                        for (long k = 0; k < b; ++k) {
+                            peers[w]->ping(size);
+                            uint64_t t = now_ns();
+                            rtt[w].push_back(t - prev);
+                            prev = t;
+                        }
+                    },
+                    w);
+            }
+        }
+        for (uint32_t w = 0; w < 2; ++w) {
+            long got = static_cast<long>(rtt[w].size());
+            double p50 = percentile(rtt[w], 50), p99 = percentile(rtt[w], 99);
+            printf("pair %u %lu %.4f %.4f %ld\n", w, static_cast<unsigned long>(size), p50, p99,
+                   got);
+        }
         fflush(stdout);
     }
 }
@@ -299,13 +355,15 @@ Options parse_options(int argc, char **argv) {
     return o;
 }
 
-int run(const Options &o, Transport &t) {
+// Runs the client (this process) and the server (a child) over the given
+// transports: one (run) or two (run_paired).
+static int run_with(const Options &o, Transport *const *ts, int nts) {
     // A peer that died must show as a write error with a message, not kill us.
     signal(SIGPIPE, SIG_IGN);
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         fail("socketpair: %s", strerror(errno));
-    t.prepare(o);
+    for (int i = 0; i < nts; ++i) ts[i]->prepare(o);
     fflush(stdout);
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -319,8 +377,10 @@ int run(const Options &o, Transport &t) {
         enter_netns(o.server_netns);
         pin_cpu(o.server_cpu);
         {
-            std::unique_ptr<Peer> peer = t.open(o, true, sv[1]);
-            serve(*peer, sv[1]);
+            std::unique_ptr<Peer> peers[2];
+            Peer *raw[2] = {};
+            for (int i = 0; i < nts; ++i) raw[i] = (peers[i] = ts[i]->open(o, true, sv[1])).get();
+            serve(raw, nts, sv[1]);
         }
         uint8_t bye = 0;
         ctl_write(sv[1], &bye, 1);
@@ -332,11 +392,15 @@ int run(const Options &o, Transport &t) {
     enter_netns(o.client_netns);
     pin_cpu(o.client_cpu);
     {
-        std::unique_ptr<Peer> peer = t.open(o, false, sv[0]);
-        if (o.mode == "lat")
-            latency(o, *peer, sv[0]);
+        std::unique_ptr<Peer> peers[2];
+        Peer *raw[2] = {};
+        for (int i = 0; i < nts; ++i) raw[i] = (peers[i] = ts[i]->open(o, false, sv[0])).get();
+        if (nts == 2)
+            latency_paired(o, raw, sv[0]);
+        else if (o.mode == "lat")
+            latency(o, *raw[0], sv[0]);
         else
-            bandwidth(o, *peer, sv[0]);
+            bandwidth(o, *raw[0], sv[0]);
         Cmd quit{kQuit, 0, 0, 0};
         ctl_write(sv[0], &quit, sizeof quit);
         // The server closes first, so its teardown is not reported as an error there.
@@ -351,6 +415,17 @@ int run(const Options &o, Transport &t) {
         return 1;
     }
     return 0;
+}
+
+int run(const Options &o, Transport &t) {
+    Transport *ts[1] = {&t};
+    return run_with(o, ts, 1);
+}
+
+int run_paired(const Options &o, Transport &a, Transport &b) {
+    if (o.mode != "lat") fail("two transports side by side: latency only");
+    Transport *ts[2] = {&a, &b};
+    return run_with(o, ts, 2);
 }
 
 } // namespace bench

@@ -73,6 +73,11 @@ public:
 Options parse_options(int argc, char **argv);
 // Runs the benchmark described by o; returns the exit status.
 int run(const Options &o, Transport &t);
+// Latency of two transports in one pair of processes, in alternating blocks
+// of round trips, so that both meet the same moments of a shared host.
+// Prints, per size and transport I (0: a, 1: b):
+//   pair I SIZE P50_ONE_WAY_US P99_ONE_WAY_US ITERATIONS
+int run_paired(const Options &o, Transport &a, Transport &b);
 
 uint64_t now_ns();
 void pin_cpu(int cpu);

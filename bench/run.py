@@ -196,7 +196,7 @@ class Runner:
             log.close()
 
     # ------------------------------------------------- our own programs
-    def own(self, benchmark, transport, placement, binary, args, env=None):
+    def own(self, benchmark, transport, placement, binary, args, env=None, pair=None):
         path = self.binary(binary)
         if not path:
             self.fail(benchmark, transport, placement, f"{binary} was not built")
@@ -209,11 +209,20 @@ class Runner:
             self.fail(benchmark, transport, placement, str(e))
             return
         seen = 0
+        paired = {}
         for line in out.splitlines():
             f = line.split()
             if not f:
                 continue
-            if f[0] == "lat" and len(f) == 5:
+            if f[0] == "pair" and len(f) == 6 and pair:
+                which, size, n = int(f[1]), int(f[2]), int(f[5])
+                name = pair[which]
+                paired.setdefault(size, {})[which] = float(f[3])
+                if name:
+                    self.add("latency_p50", name, placement, size, float(f[3]), "us", n)
+                    self.add("latency_p99", name, placement, size, float(f[4]), "us", n)
+                seen += 1
+            elif f[0] == "lat" and len(f) == 5:
                 size, n = int(f[1]), int(f[4])
                 self.add("latency_p50", transport, placement, size, float(f[2]), "us", n)
                 self.add("latency_p99", transport, placement, size, float(f[3]), "us", n)
@@ -228,14 +237,18 @@ class Runner:
             elif f[0] == "bw" and len(f) == 4:
                 self.add("bandwidth", transport, placement, int(f[1]), float(f[2]), "MB/s", int(f[3]))
                 seen += 1
+        # Side by side in one pair of processes: the ratio of each run counts.
+        for size, v in paired.items():
+            if 0 in v and 1 in v and v[1] > 0:
+                self.add("latency_ratio", transport, placement, size, v[0] / v[1], "x", 1)
         if not seen:
             self.fail(benchmark, transport, placement, "no result in its output")
 
-    def own_lat(self, transport, placement, binary, extra=(), env=None):
+    def own_lat(self, transport, placement, binary, extra=(), env=None, pair=None):
         sizes = ",".join(map(str, LAT_SIZES))
         self.own("latency", transport, placement, binary,
                  ["--mode", "lat", "--sizes", sizes, "--iters", str(LAT_ITERS),
-                  "--max-ms", str(LAT_MAX_MS)] + list(extra), env)
+                  "--max-ms", str(LAT_MAX_MS)] + list(extra), env, pair)
 
     def own_bw(self, transport, placement, binary, extra=(), env=None):
         sizes = ",".join(map(str, BW_SIZES))
@@ -488,6 +501,15 @@ class Runner:
                 ("vipl-tcp", "bench-vipl", True, None),
                 ("vipl-tcp-block", "bench-vipl", True, {"VIPL_SPIN_US": "0"}),
                 ("tcp-ns", "bench-sock", False, None)]
+        # Latency of the blocking mode (and of the default one on one core,
+        # where it cannot spin either): beside plain TCP in one pair of
+        # processes (bench-pair), blocks of round trips alternating, so that
+        # a ratio compares moments of the same host.  Across cores the
+        # default mode runs alone: the pauses between blocks would reset its
+        # spinning, and its figure is a tenth of TCP's anyway.
+        paired = {("vipl-tcp-block", "cross"): ("vipl-tcp-block", "tcp-ns"),
+                  ("vipl-tcp-block", "same"): ("vipl-tcp-block", "tcp-ns"),
+                  ("vipl-tcp", "same"): ("vipl-tcp", None)}
         for bench, own in (("latency", self.own_lat), ("bandwidth", self.own_bw)):
             for placement in PLACEMENTS:
                 for transport, binary, devices, env in runs:
@@ -496,7 +518,14 @@ class Runner:
                                   "no network namespaces: " + (net.error if net else "not root"))
                         continue
                     extra = net.args(devices) + ([] if devices else ["--variant", "tcp"])
-                    own(transport, placement, binary, extra, env)
+                    if bench == "latency" and (transport, placement) in paired:
+                        self.own_lat(transport, placement, "bench-pair",
+                                     net.args(True) + ["--variant", "tcp"], env,
+                                     pair=paired[(transport, placement)])
+                    elif bench == "latency" and transport == "tcp-ns":
+                        continue  # measured beside the blocking mode
+                    else:
+                        own(transport, placement, binary, extra, env)
 
     def main(self):
         os.makedirs(self.out, exist_ok=True)
