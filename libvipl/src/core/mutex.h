@@ -55,18 +55,21 @@ public:
     }
     bool locked() const { return state_.load(std::memory_order_relaxed) != 0; }
 
+    // No other thread exists (glibc clears the flag before a second thread
+    // starts): state no other process sees needs no locked instruction.
+    static bool single_threaded() { return __libc_single_threaded != 0; }
+
     // A previous holder died holding the lock (robust kind only); call with
     // the lock held.  clear_owner_died() once the state has been dealt with.
     bool owner_died() const { return died_; }
     void clear_owner_died() { died_ = false; }
 
 private:
-    // No other thread exists (glibc clears the flag before a second thread
-    // starts), so no other thread can hold or want this process-private lock:
+    // With one thread no other can hold or want this process-private lock:
     // plain stores keep its state exact without a locked instruction.  The
     // state stays exact, so a thread started while the lock is held finds it
     // held, and the unlock that follows sees the flag cleared and wakes it.
-    static bool alone() { return __libc_single_threaded != 0; }
+    static bool alone() { return single_threaded(); }
     // Out of line: the fast paths above stay small enough to inline.
     __attribute__((noinline)) void lock_slow();
     __attribute__((noinline)) void wake();

@@ -231,6 +231,18 @@ static void spin_outcome(Vi *vi, bool won) {
         ++l.spin_misses;
 }
 
+// Counts a sleeper in (+1) or out (-1); returns the count before.  Only
+// threads of this process read a private VI's count: with one thread, no
+// locked instruction.
+static int sleepers_add(Vi *vi, int d) {
+    if (!vi->shareable && Mutex::single_threaded()) {
+        int v = vi->sleepers.load(std::memory_order_relaxed);
+        vi->sleepers.store(v + d, std::memory_order_relaxed);
+        return v;
+    }
+    return vi->sleepers.fetch_add(d, std::memory_order_seq_cst);
+}
+
 // Whether a lone sleeper may sleep in the transport's own read (provider.h):
 // nothing else must need to wake it (a CQ, a notify handler, a wait fd), and
 // only this process reads the transport.
@@ -306,7 +318,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         // A lone sleeper waits edge-triggered in epoll_wait: no need to drain
         // the doorbell afterwards, so a wake-up costs one system call on each
         // side.  Further sleepers poll the doorbell level-triggered and drain it.
-        bool lone = vi->sleepers.fetch_add(1, std::memory_order_seq_cst) == 0;
+        bool lone = sleepers_add(vi, 1) == 0;
         pollfd fds[5];
         int n = 0;
         bool direct = false;
@@ -315,7 +327,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             // A lock held since the first look needs no second look at the handle.
             ViGuard g = held ? ViGuard(vi, std::adopt_lock) : ViGuard(vi);
             if (!held && !vis().still(vi, handle)) {
-                vi->sleepers.fetch_sub(1);
+                sleepers_add(vi, -1);
                 return VIP_INVALID_PARAMETER;
             }
             held = false;
@@ -332,7 +344,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             if (!level) vi_progress(vi);
             if (vi->prov) vi->nic->ops->vi->idle(vi);
             if (interrupted(&rc) || take(q, out, &rc)) {
-                if (vi->sleepers.fetch_sub(1) == 1) vi_disarm(vi);
+                if (sleepers_add(vi, -1) == 1) vi_disarm(vi);
                 return rc;
             }
             if (lone && level && direct_allowed(vi) && vi->nic->ops->vi->direct_begin(vi, &ds)) {
@@ -353,7 +365,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             int err = errno;
             errno = saved;
             __atomic_store_n(ds.state, 2, __ATOMIC_RELEASE);
-            bool last = vi->sleepers.fetch_sub(1, std::memory_order_seq_cst) == 1;
+            bool last = sleepers_add(vi, -1) == 1;
             ViGuard g(vi);
             if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
             if (last && !vi->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi);
@@ -376,7 +388,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             doorbell = fds[0].revents & POLLIN;
             for (int i = 1; i < n; ++i) transport_event |= fds[i].revents != 0;
         }
-        bool last = vi->sleepers.fetch_sub(1, std::memory_order_seq_cst) == 1;
+        bool last = sleepers_add(vi, -1) == 1;
         {
             ViGuard g(vi);
             if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;

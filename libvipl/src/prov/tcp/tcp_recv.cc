@@ -554,7 +554,14 @@ bool direct_begin(Vi *vi, ViOps::DirectSleep *d) {
 void direct_end(Vi *vi, const ViOps::DirectSleep &d, ssize_t n, int err) {
     Endpoint *ep = endpoint(vi);
     if (!ep) return;
-    int state = __atomic_exchange_n(&ep->direct, 0, __ATOMIC_ACQ_REL);
+    // Another thread may tear down meanwhile (stop_direct); with none, no locked instruction.
+    int state;
+    if (Mutex::single_threaded()) {
+        state = __atomic_load_n(&ep->direct, __ATOMIC_RELAXED);
+        __atomic_store_n(&ep->direct, 0, __ATOMIC_RELAXED);
+    } else {
+        state = __atomic_exchange_n(&ep->direct, 0, __ATOMIC_ACQ_REL);
+    }
     // Torn down meanwhile (stop_direct): what was read went with the connection.
     if (!state || !ep->up || d.buf != ep->rx + ep->rx_end) return;
     if (n > 0) {
