@@ -25,7 +25,8 @@ ViplConn::ViplConn(int nsend, int nrecv, uint64_t max, const std::string &device
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED) fail("mmap %zu bytes", mem_size_);
     mem_ = static_cast<uint8_t *>(p);
-    VIP_MEM_ATTRIBUTES ma{ptag_, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{};
+    ma.Ptag = ptag_;
     check("VipRegisterMem", VipRegisterMem(nic_, mem_, mem_size_, &ma, &mh_));
     sdesc_ = reinterpret_cast<VIP_DESCRIPTOR *>(mem_);
     rdesc_ = sdesc_ + nsend;
