@@ -326,7 +326,6 @@ struct ViLocal {
     uint32_t error_seq = 0;      // Vi::error_seq this process has reported
     uint64_t next_peer_look = 0; // rearm_for_fd's next look at the peer (coarse_ns)
     uint8_t spin_misses = 0;     // waits in a row whose spinning found nothing (vi_wait)
-    uint8_t spin_probe = 0;
 };
 constexpr unsigned kSpinMissesMax = 10;
 

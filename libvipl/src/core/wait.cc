@@ -203,12 +203,26 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
     return done_locked(vi, recv ? vi->rq : vi->sq, out, &rc) ? rc : VIP_NOT_DONE;
 }
 
+// One wait in 32 on average, at random: two peers that wait in step must
+// not probe at fixed, different moments for ever.
+static bool probe_now() {
+    static thread_local uint32_t t_rng __attribute__((tls_model("initial-exec"))) = 0;
+    uint32_t x = t_rng ? t_rng : static_cast<uint32_t>(now_ns()) | 1u;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    t_rng = x;
+    return (x & 31) == 0;
+}
+
 // How long to spin before sleeping.  None when the peer waits on this very
 // CPU (it could not run to answer).  Spinning that keeps failing shrinks
 // (the peer answers slower than the budget, or shares the CPU unseen): the
-// budget halves per miss, down to nothing after 10, and every 32nd wait then
-// tries the full budget again.  *peer_cpu_known: the transport told where the
-// peer waits.  Called with the VI's lock held.
+// budget halves per miss, down to nothing after 10.  Then a probe now and
+// then spins four times the budget: long enough to outlast the wake-up of a
+// peer that sleeps too, so that two peers that both stopped spinning find
+// their way back (a win restores the full budget).  *peer_cpu_known: the
+// transport told where the peer waits.  Called with the VI's lock held.
 static uint64_t spin_budget_ns(Vi *vi, bool *peer_cpu_known) {
     uint64_t ns = static_cast<uint64_t>(config().spin_us) * 1000;
     *peer_cpu_known = false;
@@ -217,8 +231,12 @@ static uint64_t spin_budget_ns(Vi *vi, bool *peer_cpu_known) {
     int peer = -1;
     if (vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
     ViLocal &l = vis().local(vi);
-    if (l.spin_misses >= kSpinMissesMax && (++l.spin_probe & 31) != 0) return 0;
-    ns >>= std::min<unsigned>(l.spin_misses, kSpinMissesMax);
+    if (l.spin_misses >= kSpinMissesMax) {
+        if (!probe_now()) return 0;
+        ns *= 4;
+    } else {
+        ns >>= l.spin_misses;
+    }
     *peer_cpu_known = peer >= 0;
     return (peer >= 0 && peer == me) ? 0 : ns;
 }
@@ -304,11 +322,11 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                 if (got) return rc;
             }
             cpu_relax();
-            if ((i & 63) == 63) {
-                if (now_ns() >= end) break;
-                // The peer may share this CPU unseen: let it run.
-                if (!peer_cpu_known) sched_yield();
-            }
+            // A look that is a system call costs more than reading the clock:
+            // the budget is then checked at every look, not every 64th.
+            if ((by_progress || (i & 63) == 63) && now_ns() >= end) break;
+            // The peer may share this CPU unseen: let it run.
+            if ((i & 63) == 63 && !peer_cpu_known) sched_yield();
         }
         ViGuard g(vi);
         if (vis().still(vi, handle)) spin_outcome(vi, false); // a win returned above

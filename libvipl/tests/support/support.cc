@@ -65,8 +65,10 @@ Memory::Memory(const Nic &n, size_t bytes, bool rdma_write, bool rdma_read,
     void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(p != MAP_FAILED);
     base = static_cast<uint8_t *>(p);
-    VIP_MEM_ATTRIBUTES ma{ptag ? ptag : n.ptag, rdma_write ? VIP_TRUE : VIP_FALSE,
-                          rdma_read ? VIP_TRUE : VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{};
+    ma.Ptag = ptag ? ptag : n.ptag;
+    ma.EnableRdmaWrite = rdma_write ? VIP_TRUE : VIP_FALSE;
+    ma.EnableRdmaRead = rdma_read ? VIP_TRUE : VIP_FALSE;
     REQUIRE(VipRegisterMem(nic, base, size, &ma, &mh) == VIP_SUCCESS);
 }
 

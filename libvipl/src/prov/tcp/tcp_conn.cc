@@ -258,7 +258,6 @@ VIP_RETURN recv_hello(int fd, Hello *h, uint64_t deadline, bool interruptible) {
 VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline, ConnReq *req,
                         VIP_NET_ADDRESS *remote, VIP_VI_ATTRIBUTES *remote_attrs) {
     if (!local_ok(nic, local) || local->DiscriminatorLen > kMaxDisc) return VIP_INVALID_PARAMETER;
-    TcpNic *t = tcp_nic(nic);
     const uint8_t *disc = disc_of(local);
     uint16_t dlen = local->DiscriminatorLen;
     Listener *l;
@@ -379,7 +378,6 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
     p->hello.want_len = remote->DiscriminatorLen;
     memcpy(p->hello.want, disc_of(remote), p->hello.want_len);
     if (p->acceptor) {
-        TcpNic *t = tcp_nic(vi->nic);
         std::lock_guard<Mutex> g(listen_lock());
         VIP_RETURN rc = VIP_SUCCESS;
         p->port = port_of(disc_of(local), local->DiscriminatorLen);
@@ -485,7 +483,6 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
 
 static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds,
                                int *nfds, uint64_t *deadline) {
-    TcpNic *t = tcp_nic(vi->nic);
     Incoming *in;
     {
         std::lock_guard<Mutex> g(listen_lock());
