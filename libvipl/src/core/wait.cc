@@ -298,6 +298,12 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         if (deadline < end) end = deadline;
         const ViOps *ops = vi->nic->ops->vi;
         bool by_progress = ops->wait_caps & kCapSpinByProgress;
+        // Where the peer waits is unknown: every few looks (every 16th when a
+        // look is a system call) the CPU goes to it in case it shares ours.
+        // If something did run meanwhile (the yield took a while), an answer
+        // that came after it proves nothing for spinning.
+        unsigned yield_every = by_progress ? 16 : 64;
+        bool yielded = false;
         for (unsigned i = 0;; ++i) {
             // One lock per look: the transport may be torn down by another thread.
             if (vi->lock.try_lock()) {
@@ -316,17 +322,18 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
                 }
                 if (got) {
                     ++vi->counters.SpinWins;
-                    spin_outcome(vi, true);
+                    spin_outcome(vi, !yielded);
                 }
                 vi->lock.unlock();
                 if (got) return rc;
             }
             cpu_relax();
-            // A look that is a system call costs more than reading the clock:
-            // the budget is then checked at every look, not every 64th.
-            if ((by_progress || (i & 63) == 63) && now_ns() >= end) break;
-            // The peer may share this CPU unseen: let it run.
-            if ((i & 63) == 63 && !peer_cpu_known) sched_yield();
+            if ((i & 63) == 63 && now_ns() >= end) break;
+            if (!peer_cpu_known && i % yield_every == yield_every - 1) {
+                uint64_t before = now_ns();
+                sched_yield();
+                if (now_ns() - before > 2000) yielded = true;
+            }
         }
         ViGuard g(vi);
         if (vis().still(vi, handle)) spin_outcome(vi, false); // a win returned above
