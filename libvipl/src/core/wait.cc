@@ -300,8 +300,8 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         bool by_progress = ops->wait_caps & kCapSpinByProgress;
         // Where the peer waits is unknown: every few looks (every 16th when a
         // look is a system call) the CPU goes to it in case it shares ours.
-        // If something did run meanwhile (the yield took a while), an answer
-        // that came after it proves nothing for spinning.
+        // If something did run in the last one (the yield took a while), an
+        // answer that came after it proves nothing for spinning.
         unsigned yield_every = by_progress ? 16 : 64;
         bool yielded = false;
         for (unsigned i = 0;; ++i) {
@@ -332,7 +332,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             if (!peer_cpu_known && i % yield_every == yield_every - 1) {
                 uint64_t before = now_ns();
                 sched_yield();
-                if (now_ns() - before > 2000) yielded = true;
+                yielded = now_ns() - before > 2000;
             }
         }
         ViGuard g(vi);

@@ -481,8 +481,14 @@ TEST_CASE("spin (fresh process)", "[.][threads-spin]") {
     VIP_VI_COUNTERS before{}, after{};
     REQUIRE(VipQueryViCounters(f.p.a, &before) == VIP_SUCCESS);
     VIP_DESCRIPTOR *d = nullptr;
+    // The waiter has a CPU of its own: an answer that comes after another
+    // thread ran on its CPU would not count as a win of the spin.
+    tt::pin_cpu(0);
     {
-        tt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
+        tt::Call c([&] {
+            tt::pin_cpu(1);
+            return VipRecvWait(f.p.a, 10000, &d);
+        });
         c.thread_id();
         tt::sleep_ms(100);
         // Spinning in user space, not asleep.

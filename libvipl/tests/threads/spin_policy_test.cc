@@ -4,7 +4,6 @@
 #include "thr_util.h"
 
 #include <atomic>
-#include <sched.h>
 #include <thread>
 #include <unistd.h>
 
@@ -14,13 +13,6 @@ constexpr int kSlow = 200;      // round trips the server answers late
 constexpr int kFast = 4000;     // then at once
 constexpr double kLateMs = 0.3; // fifteen times the spin budget (VIPL_SPIN_US=20)
 constexpr uint32_t kLen = 64;
-
-void pin(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    sched_setaffinity(0, sizeof set, &set); // this thread
-}
 
 uint64_t spin_wins(VIP_VI_HANDLE vi) {
     VIP_VI_COUNTERS c{};
@@ -66,7 +58,7 @@ TEST_CASE("spin recovery (fresh process)", "[.][threads-spin-recovery]") {
     };
     std::atomic<VIP_RETURN> server_rc{VIP_SUCCESS};
     std::thread server([&] {
-        pin(1);
+        tt::pin_cpu(1);
         for (int k = 0; k < kSlow + kFast; ++k) {
             VIP_RETURN rc = step(p.a, ma, true, k < kSlow ? kLateMs : 0);
             if (rc != VIP_SUCCESS) {
@@ -75,7 +67,7 @@ TEST_CASE("spin recovery (fresh process)", "[.][threads-spin-recovery]") {
             }
         }
     });
-    pin(0);
+    tt::pin_cpu(0);
     VIP_RETURN rc = VIP_SUCCESS;
     uint64_t slow_tail = 0, fast_start = 0;
     for (int k = 0; k < kSlow + kFast && rc == VIP_SUCCESS; ++k) {

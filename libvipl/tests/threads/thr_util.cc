@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <link.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <thread>
 #include <ucontext.h>
@@ -26,6 +27,13 @@ double now_ms() {
 
 void sleep_ms(double ms) {
     std::this_thread::sleep_for(std::chrono::microseconds(long(ms * 1000)));
+}
+
+void pin_cpu(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set); // 0: the calling thread
 }
 
 pid_t tid() {

@@ -20,6 +20,8 @@ namespace tt {
 double now_ms();
 void sleep_ms(double ms);
 pid_t tid();
+// Pins the calling thread to one CPU.
+void pin_cpu(int cpu);
 std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 long env_long(const char *name, long def);
 std::string env_str(const char *name, const std::string &def = "");
