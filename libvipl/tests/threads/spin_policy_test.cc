@@ -85,7 +85,8 @@ TEST_CASE("spin recovery (fresh process)", "[.][threads-spin-recovery]") {
     INFO("client spin wins: " << slow_tail << " in the last " << kSlow / 2 << " late answers, "
                               << fast << " in " << kFast << " quick ones");
     CHECK(slow_tail <= kSlow / 20); // it had stopped spinning (or its spinning failed)
-    CHECK(fast >= kFast / 4);
+    // Without a way back it stays near 0; even a loaded host lets hundreds win.
+    CHECK(fast >= kFast / 20);
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
 }
