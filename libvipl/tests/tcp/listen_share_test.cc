@@ -4,6 +4,7 @@
 #include "support.h"
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -71,4 +72,40 @@ TEST_CASE("NICs of one address share a port: a request reaches the NIC that wait
                                {"VIPL_TCP_PORT_RANGE=1", "VIPL_TCP_PORT_BASE=" + base}, 120);
     INFO(vt::status_text(status));
     CHECK(status == 0);
+}
+
+TEST_CASE("NICs of one address: one serves a discriminator, and another once it closes",
+          "[tcp][listen]") {
+    auto a = std::make_unique<vt::Nic>("tcp:127.0.0.1");
+    vt::Nic b("tcp:127.0.0.1"), c("tcp:127.0.0.1");
+    std::string disc = vt::unique_disc("-one-server");
+    vt::AddressBuffer remote;
+    VIP_VI_ATTRIBUTES ra;
+    VIP_CONN_HANDLE conn;
+    vt::Address on_a(a->nic, disc), on_b(b.nic, disc);
+    REQUIRE(VipConnectWait(a->nic, on_a.get(), 10, remote.get(), &ra, &conn) == VIP_TIMEOUT);
+    CHECK(VipConnectWait(b.nic, on_b.get(), 10, remote.get(), &ra, &conn) == VIP_ERROR_RESOURCE);
+    a.reset(); // closing A gives the discriminator up
+    REQUIRE(VipConnectWait(b.nic, on_b.get(), 10, remote.get(), &ra, &conn) == VIP_TIMEOUT);
+
+    // A request for it reaches B.
+    VIP_VI_HANDLE server = nullptr, client = nullptr;
+    VIP_VI_ATTRIBUTES sa = vt::vi_attrs(b), ca = vt::vi_attrs(c);
+    REQUIRE(VipCreateVi(b.nic, &sa, nullptr, nullptr, &server) == VIP_SUCCESS);
+    REQUIRE(VipCreateVi(c.nic, &ca, nullptr, nullptr, &client) == VIP_SUCCESS);
+    std::atomic<VIP_RETURN> accepted{VIP_NOT_DONE};
+    std::thread t([&] {
+        vt::AddressBuffer from;
+        VIP_VI_ATTRIBUTES fa;
+        VIP_CONN_HANDLE h;
+        VIP_RETURN rc = VipConnectWait(b.nic, on_b.get(), 5000, from.get(), &fa, &h);
+        if (rc == VIP_SUCCESS) rc = VipConnectAccept(h, server);
+        accepted = rc;
+    });
+    vt::Address local(c.nic, disc + "c"), target(c.nic, disc);
+    CHECK(vt::connect_request(client, local.get(), target.get(), 5000) == VIP_SUCCESS);
+    t.join();
+    CHECK(accepted.load() == VIP_SUCCESS);
+    vt::destroy_vi(client);
+    vt::destroy_vi(server);
 }

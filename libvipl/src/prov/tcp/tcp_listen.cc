@@ -309,7 +309,15 @@ Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
 }
 
 VIP_RETURN serve(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len) {
-    if (serves(l, disc, len)) return VIP_SUCCESS;
+    // One server per discriminator, as across processes: another NIC of this
+    // address that serves it keeps it.
+    for (const Served &s : l->served)
+        if (same(reinterpret_cast<const uint8_t *>(s.disc.data()),
+                 static_cast<uint16_t>(s.disc.size()), disc, len)) {
+            if (s.nic == tcp_nic(nic)) return VIP_SUCCESS;
+            VIPL_WARN("tcp: discriminator on port %u is already served by another NIC", l->port);
+            return VIP_ERROR_RESOURCE;
+        }
     std::string name = handover_name(tcp_nic(nic), l->port, disc, len);
     int fd = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (fd < 0) return VIP_ERROR_RESOURCE;
