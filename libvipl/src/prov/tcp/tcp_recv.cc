@@ -27,7 +27,7 @@ constexpr uint64_t kBytesPerCall = 8 << 20;
 
 enum class Io { more, dry, closed };
 
-void set_lowat(Endpoint *ep);
+inline void set_lowat(Endpoint *ep);
 
 // n more bytes taken from the socket: once a quarter of our window is
 // taken, the peer hears it (at once: it may be waiting for that credit to
@@ -418,10 +418,19 @@ Io payload(Vi *vi, Endpoint *ep, uint64_t *budget, bool *maybe_more) {
     return finish(vi, ep) ? Io::more : Io::closed;
 }
 
+// Apart from set_lowat(), so that its usual outcome (no change) stays a few
+// inlined comparisons.
+__attribute__((noinline)) void apply_lowat(Endpoint *ep, uint32_t v) {
+    int iv = static_cast<int>(v), saved = errno;
+    setsockopt(ep->sock, SOL_SOCKET, SO_RCVLOWAT, &iv, sizeof iv);
+    errno = saved;
+    ep->lowat = v;
+}
+
 // The socket reads as ready only once the frame under way can complete: a
 // program polling a wait fd is woken when there is a message to take, not
 // for every piece of one.
-void set_lowat(Endpoint *ep) {
+inline void set_lowat(Endpoint *ep) {
     uint64_t want = 1;
     if (ep->in_payload)
         want = ep->frame.length - ep->got;
@@ -431,11 +440,7 @@ void set_lowat(Endpoint *ep) {
     // our credit, which we give once we have read a quarter of our window.
     want = std::min<uint64_t>(want, ep->my_window / 4);
     uint32_t v = static_cast<uint32_t>(std::min<uint64_t>(want ? want : 1, 1u << 30));
-    if (v == ep->lowat) return;
-    int iv = static_cast<int>(v), saved = errno;
-    setsockopt(ep->sock, SOL_SOCKET, SO_RCVLOWAT, &iv, sizeof iv);
-    errno = saved;
-    ep->lowat = v;
+    if (v != ep->lowat) apply_lowat(ep, v);
 }
 
 } // namespace
@@ -508,7 +513,7 @@ bool receive(Vi *vi, Endpoint *ep) {
         if (ep->rx_end - ep->rx_start < kFrameHeader) {
             // The usual end: all taken, and the last read emptied the socket.
             if (!maybe_more && ep->rx_start == ep->rx_end) {
-                if (ep->lowat != std::min<uint64_t>(kFrameHeader, ep->my_window / 4)) set_lowat(ep);
+                set_lowat(ep);
                 return true;
             }
             Io r = fill(vi, ep, &maybe_more);
