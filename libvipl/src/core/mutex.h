@@ -23,9 +23,13 @@ public:
     void make_robust();
     bool robust() const { return robust_; }
 
+    // With one thread no other can hold or want this process-private lock:
+    // plain stores keep its state exact without a locked instruction.  The
+    // state stays exact, so a thread started while the lock is held finds it
+    // held, and the unlock that follows sees the flag cleared and wakes it.
     __attribute__((always_inline)) void lock() {
         if (robust_) return lock_robust();
-        if (alone()) {
+        if (single_threaded()) {
             state_.store(1, std::memory_order_relaxed);
             std::atomic_signal_fence(std::memory_order_acquire);
             return;
@@ -36,7 +40,7 @@ public:
     }
     __attribute__((always_inline)) bool try_lock() {
         if (robust_) return try_lock_robust();
-        if (alone() && state_.load(std::memory_order_relaxed) == 0) {
+        if (single_threaded() && state_.load(std::memory_order_relaxed) == 0) {
             state_.store(1, std::memory_order_relaxed);
             std::atomic_signal_fence(std::memory_order_acquire);
             return true;
@@ -46,7 +50,7 @@ public:
     }
     __attribute__((always_inline)) void unlock() {
         if (robust_) return unlock_robust();
-        if (alone()) {
+        if (single_threaded()) {
             std::atomic_signal_fence(std::memory_order_release);
             state_.store(0, std::memory_order_relaxed);
             return;
@@ -65,11 +69,6 @@ public:
     void clear_owner_died() { died_ = false; }
 
 private:
-    // With one thread no other can hold or want this process-private lock:
-    // plain stores keep its state exact without a locked instruction.  The
-    // state stays exact, so a thread started while the lock is held finds it
-    // held, and the unlock that follows sees the flag cleared and wakes it.
-    static bool alone() { return single_threaded(); }
     // Out of line: the fast paths above stay small enough to inline.
     __attribute__((noinline)) void lock_slow();
     __attribute__((noinline)) void wake();
