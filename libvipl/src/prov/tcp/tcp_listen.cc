@@ -107,12 +107,13 @@ bool same(const uint8_t *a, uint16_t alen, const uint8_t *b, uint16_t blen) {
     return alen == blen && memcmp(a, b, alen) == 0;
 }
 
-bool serves(const Listener *l, const uint8_t *disc, uint16_t len) {
+// Whoever serves disc on l, or nullptr.
+const Served *served_by(const Listener *l, const uint8_t *disc, uint16_t len) {
     for (const Served &s : l->served)
         if (same(reinterpret_cast<const uint8_t *>(s.disc.data()),
                  static_cast<uint16_t>(s.disc.size()), disc, len))
-            return true;
-    return false;
+            return &s;
+    return nullptr;
 }
 
 void reject(int fd, VIP_RETURN reason) {
@@ -228,7 +229,7 @@ void pump(Nic *nic, Listener *l) {
                        (in->hello.type != kHelloRequest && in->hello.type != kHelloPeerRequest)) {
                 VIPL_INFO("tcp: dropping a connection whose handshake is malformed");
                 drop = true;
-            } else if (!serves(l, in->hello.want, in->hello.want_len)) {
+            } else if (!served_by(l, in->hello.want, in->hello.want_len)) {
                 if (!hand_over(nic, l, in)) reject(in->fd, VIP_NO_MATCH);
                 drop = true;
             }
@@ -311,13 +312,11 @@ Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
 VIP_RETURN serve(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len) {
     // One server per discriminator, as across processes: another NIC of this
     // address that serves it keeps it.
-    for (const Served &s : l->served)
-        if (same(reinterpret_cast<const uint8_t *>(s.disc.data()),
-                 static_cast<uint16_t>(s.disc.size()), disc, len)) {
-            if (s.nic == tcp_nic(nic)) return VIP_SUCCESS;
-            VIPL_WARN("tcp: discriminator on port %u is already served by another NIC", l->port);
-            return VIP_ERROR_RESOURCE;
-        }
+    if (const Served *s = served_by(l, disc, len)) {
+        if (s->nic == tcp_nic(nic)) return VIP_SUCCESS;
+        VIPL_WARN("tcp: discriminator on port %u is already served by another NIC", l->port);
+        return VIP_ERROR_RESOURCE;
+    }
     std::string name = handover_name(tcp_nic(nic), l->port, disc, len);
     int fd = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (fd < 0) return VIP_ERROR_RESOURCE;
