@@ -88,6 +88,14 @@ Counters phase(int ctl, Op op, uint64_t size, long n, F &&body, uint32_t which =
     return server;
 }
 
+// One-way latency in us from a list of round trips in ns (sorted here).
+double percentile(std::vector<uint64_t> &v, int pct) {
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    size_t i = pct == 50 ? (n - 1) / 2 : std::min(n - 1, (n * pct + 99) / 100 - 1);
+    return v[i] / 2e3;
+}
+
 void latency(const Options &o, Peer &peer, int ctl) {
     for (uint64_t size : o.sizes) {
         long warm = std::max(1L, o.warmup);
@@ -110,9 +118,7 @@ void latency(const Options &o, Peer &peer, int ctl) {
             }
         });
         Counters client = minus(peer.counters(), mine);
-        std::sort(rtt.begin(), rtt.end());
-        double p50 = rtt[(n - 1) / 2] / 2e3;
-        double p99 = rtt[std::min<long>(n - 1, (n * 99 + 99) / 100 - 1)] / 2e3;
+        double p50 = percentile(rtt, 50), p99 = percentile(rtt, 99);
         printf("lat %lu %.4f %.4f %ld\n", static_cast<unsigned long>(size), p50, p99, n);
         printf("ctr %lu %ld %lu %lu %lu %lu %lu %lu\n", static_cast<unsigned long>(size), n,
                static_cast<unsigned long>(client.doorbells),
@@ -123,13 +129,6 @@ void latency(const Options &o, Peer &peer, int ctl) {
                static_cast<unsigned long>(server.sleeps));
         fflush(stdout);
     }
-}
-
-double percentile(std::vector<uint64_t> &v, int pct) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    size_t i = pct == 50 ? (n - 1) / 2 : std::min(n - 1, (n * pct + 99) / 100 - 1);
-    return v[i] / 2e3;
 }
 
 // Blocks of kBlock round trips, one transport then the other, until each has
@@ -233,27 +232,35 @@ void fail(const char *fmt, ...) {
     _exit(1);
 }
 
-void ctl_write(int fd, const void *p, size_t n) {
+void write_all(int fd, const void *p, size_t n, const char *what) {
     auto *b = static_cast<const uint8_t *>(p);
     while (n) {
         ssize_t r = write(fd, b, n);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) fail("control channel write: %s", strerror(errno));
+        if (r <= 0) fail("%s write: %s", what, strerror(errno));
         b += r;
         n -= static_cast<size_t>(r);
     }
 }
 
-void ctl_read(int fd, void *p, size_t n) {
+void read_all(int fd, void *p, size_t n, const char *what) {
     auto *b = static_cast<uint8_t *>(p);
     while (n) {
         ssize_t r = read(fd, b, n);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) fail("control channel read: %s", strerror(errno));
-        if (r == 0) fail("control channel closed: the other process is gone");
+        if (r < 0) fail("%s read: %s", what, strerror(errno));
+        if (r == 0) fail("%s closed: the other process is gone", what);
         b += r;
         n -= static_cast<size_t>(r);
     }
+}
+
+void ctl_write(int fd, const void *p, size_t n) {
+    write_all(fd, p, n, "control channel");
+}
+
+void ctl_read(int fd, void *p, size_t n) {
+    read_all(fd, p, n, "control channel");
 }
 
 void enter_netns(const std::string &name) {

@@ -84,6 +84,10 @@ void pin_cpu(int cpu);
 // Moves this process into the network namespace `name` (nothing if empty).
 void enter_netns(const std::string &name);
 [[noreturn]] void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// All n bytes, or the benchmark fails naming `what`.
+void write_all(int fd, const void *p, size_t n, const char *what);
+void read_all(int fd, void *p, size_t n, const char *what);
+// The same on the control channel between client and server.
 void ctl_write(int fd, const void *p, size_t n);
 void ctl_read(int fd, void *p, size_t n);
 

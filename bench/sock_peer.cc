@@ -18,50 +18,29 @@
 namespace bench {
 namespace {
 
-void write_all(int fd, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) fail("socket write: %s", strerror(errno));
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-}
-
-void read_all(int fd, uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) fail("socket read: %s", strerror(errno));
-        if (r == 0) fail("socket closed by the peer");
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-}
-
 class SockPeer : public Peer {
 public:
     SockPeer(int fd, uint64_t max) : fd_(fd), buf_(std::max<uint64_t>(max, 1)) {}
     ~SockPeer() override { close(fd_); }
     void ping(uint64_t size) override {
         size_t n = std::max<uint64_t>(size, 1);
-        write_all(fd_, buf_.data(), n);
-        read_all(fd_, buf_.data(), n);
+        write_all(fd_, buf_.data(), n, "socket");
+        read_all(fd_, buf_.data(), n, "socket");
     }
     void pong(uint64_t size) override {
         size_t n = std::max<uint64_t>(size, 1);
-        read_all(fd_, buf_.data(), n);
-        write_all(fd_, buf_.data(), n);
+        read_all(fd_, buf_.data(), n, "socket");
+        write_all(fd_, buf_.data(), n, "socket");
     }
     void stream_out(uint64_t size, long n) override {
         size_t len = std::max<uint64_t>(size, 1);
-        for (long k = 0; k < n; ++k) write_all(fd_, buf_.data(), len);
-        read_all(fd_, buf_.data(), 1);
+        for (long k = 0; k < n; ++k) write_all(fd_, buf_.data(), len, "socket");
+        read_all(fd_, buf_.data(), 1, "socket");
     }
     void stream_in(uint64_t size, long n) override {
         size_t len = std::max<uint64_t>(size, 1);
-        for (long k = 0; k < n; ++k) read_all(fd_, buf_.data(), len);
-        write_all(fd_, buf_.data(), 1);
+        for (long k = 0; k < n; ++k) read_all(fd_, buf_.data(), len, "socket");
+        write_all(fd_, buf_.data(), 1, "socket");
     }
 
 private:
