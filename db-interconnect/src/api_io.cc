@@ -1,0 +1,193 @@
+// The wrappers that move bytes: read/write and the recv/send family, sendfile, and the
+// _FORTIFY_SOURCE variants glibc's headers turn some of them into.
+#include "api.h"
+
+#include "real.h"
+#include "stats.h"
+
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <vector>
+
+using namespace vipl::db;
+
+namespace {
+
+// Whether calls on this socket may go straight to the kernel without looking further.
+inline bool kernel_only(Sock *s) {
+    SockState st = s->state.load(std::memory_order_acquire);
+    return st == SockState::plain || st == SockState::fresh || st == SockState::listening;
+}
+
+template <class Kernel>
+ssize_t in(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
+    Sock *s = tracked(fd);
+    if (!s || kernel_only(s)) return kernel();
+    FileRef ref(fd_acquire(fd));
+    if (ref.get() != s) return kernel();
+    ssize_t r;
+    {
+        Inside inside;
+        r = guarded([&] { return sock_recv(s, fd, iov, n, flags); }, ssize_t{-1});
+    }
+    return r == kKernel ? kernel() : r;
+}
+
+template <class Kernel>
+ssize_t out(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
+    Sock *s = tracked(fd);
+    if (!s || kernel_only(s)) return kernel();
+    FileRef ref(fd_acquire(fd));
+    if (ref.get() != s) return kernel();
+    ssize_t r;
+    {
+        Inside inside;
+        r = guarded([&] { return sock_send(s, fd, iov, n, flags); }, ssize_t{-1});
+    }
+    return r == kKernel ? kernel() : r;
+}
+
+} // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) ssize_t read(int fd, void *buf, size_t len) {
+    iovec v{buf, len};
+    return in(fd, &v, 1, 0, [&] { return real().read(fd, buf, len); });
+}
+
+__attribute__((visibility("default"))) ssize_t write(int fd, const void *buf, size_t len) {
+    iovec v{const_cast<void *>(buf), len};
+    return out(fd, &v, 1, 0, [&] { return real().write(fd, buf, len); });
+}
+
+__attribute__((visibility("default"))) ssize_t readv(int fd, const iovec *iov, int n) {
+    return in(fd, iov, n, 0, [&] { return real().readv(fd, iov, n); });
+}
+
+__attribute__((visibility("default"))) ssize_t writev(int fd, const iovec *iov, int n) {
+    return out(fd, iov, n, 0, [&] { return real().writev(fd, iov, n); });
+}
+
+__attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t len, int flags) {
+    iovec v{buf, len};
+    return in(fd, &v, 1, flags, [&] { return real().recv(fd, buf, len, flags); });
+}
+
+__attribute__((visibility("default"))) ssize_t send(int fd, const void *buf, size_t len,
+                                                    int flags) {
+    iovec v{const_cast<void *>(buf), len};
+    return out(fd, &v, 1, flags, [&] { return real().send(fd, buf, len, flags); });
+}
+
+__attribute__((visibility("default"))) ssize_t recvfrom(int fd, void *buf, size_t len, int flags,
+                                                        sockaddr *from, socklen_t *fromlen) {
+    iovec v{buf, len};
+    ssize_t r =
+        in(fd, &v, 1, flags, [&] { return real().recvfrom(fd, buf, len, flags, from, fromlen); });
+    // A connected stream names no sender (the kernel's TCP says so with length 0).
+    if (r >= 0 && from && fromlen) {
+        Sock *s = tracked(fd);
+        if (s && s->state.load() == SockState::vipl) *fromlen = 0;
+    }
+    return r;
+}
+
+__attribute__((visibility("default"))) ssize_t
+sendto(int fd, const void *buf, size_t len, int flags, const sockaddr *to, socklen_t tolen) {
+    iovec v{const_cast<void *>(buf), len};
+    return out(fd, &v, 1, flags, [&] { return real().sendto(fd, buf, len, flags, to, tolen); });
+}
+
+__attribute__((visibility("default"))) ssize_t recvmsg(int fd, msghdr *msg, int flags) {
+    if (!msg) return real().recvmsg(fd, msg, flags);
+    ssize_t r = in(fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags,
+                   [&] { return real().recvmsg(fd, msg, flags); });
+    Sock *s = tracked(fd);
+    if (r >= 0 && s && s->state.load() == SockState::vipl) {
+        msg->msg_namelen = 0;
+        msg->msg_controllen = 0;
+        msg->msg_flags = 0;
+    }
+    return r;
+}
+
+__attribute__((visibility("default"))) ssize_t sendmsg(int fd, const msghdr *msg, int flags) {
+    if (!msg) return real().sendmsg(fd, msg, flags);
+    Sock *s = tracked(fd);
+    if (s && msg->msg_controllen > 0 && s->state.load() == SockState::vipl) {
+        // Descriptors and credentials travel only on the kernel connection, which no
+        // longer carries the stream's bytes: refuse rather than reorder them.
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    return out(fd, msg->msg_iov, static_cast<int>(msg->msg_iovlen), flags,
+               [&] { return real().sendmsg(fd, msg, flags); });
+}
+
+__attribute__((visibility("default"))) ssize_t sendfile(int out_fd, int in_fd, off_t *offset,
+                                                        size_t count) {
+    Sock *s = tracked(out_fd);
+    if (!s || s->state.load() != SockState::vipl)
+        return real().sendfile(out_fd, in_fd, offset, count);
+    // Through a buffer of ours: the stream has no kernel path from a file.
+    return guarded(
+        [&]() -> ssize_t {
+            std::vector<char> buf(std::min<size_t>(count, 256 * 1024));
+            size_t done = 0;
+            off_t pos = offset ? *offset : 0;
+            while (done < count) {
+                size_t want = std::min(buf.size(), count - done);
+                ssize_t n = offset ? pread(in_fd, buf.data(), want, pos)
+                                   : real().read(in_fd, buf.data(), want);
+                if (n < 0) {
+                    if (done) break;
+                    return -1;
+                }
+                if (n == 0) break;
+                ssize_t w = send(out_fd, buf.data(), static_cast<size_t>(n), 0);
+                if (w < 0) {
+                    if (done) break;
+                    return -1;
+                }
+                done += static_cast<size_t>(w);
+                pos += w;
+                if (!offset && w < n) lseek(in_fd, w - n, SEEK_CUR);
+                if (w < n) break;
+            }
+            if (offset) *offset = pos;
+            return static_cast<ssize_t>(done);
+        },
+        ssize_t{-1});
+}
+
+__attribute__((visibility("default"))) ssize_t sendfile64(int out_fd, int in_fd, off_t *offset,
+                                                          size_t count) {
+    return sendfile(out_fd, in_fd, offset, count);
+}
+
+// _FORTIFY_SOURCE: the buffer's size is known; the check is glibc's own.
+void __chk_fail(void) __attribute__((noreturn));
+
+__attribute__((visibility("default"))) ssize_t __read_chk(int fd, void *buf, size_t len,
+                                                          size_t buflen) {
+    if (len > buflen) __chk_fail();
+    return read(fd, buf, len);
+}
+
+__attribute__((visibility("default"))) ssize_t __recv_chk(int fd, void *buf, size_t len,
+                                                          size_t buflen, int flags) {
+    if (len > buflen) __chk_fail();
+    return recv(fd, buf, len, flags);
+}
+
+__attribute__((visibility("default"))) ssize_t __recvfrom_chk(int fd, void *buf, size_t len,
+                                                              size_t buflen, int flags,
+                                                              sockaddr *from, socklen_t *fromlen) {
+    if (len > buflen) __chk_fail();
+    return recvfrom(fd, buf, len, flags, from, fromlen);
+}
+
+} // extern "C"

@@ -1,0 +1,298 @@
+// The process model: fork, exec, signal handlers, and the library's start and end.
+#include "api.h"
+
+#include "config.h"
+#include "log.h"
+#include "real.h"
+#include "signals.h"
+#include "stats.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern char **environ;
+
+using namespace vipl::db;
+
+namespace {
+
+// What an exec'd program must find in its environment to stay interposed, saved when
+// the library loaded: LD_PRELOAD and the VIPL_* settings.
+std::vector<std::string> &inherited_env() {
+    static std::vector<std::string> v;
+    return v;
+}
+
+void save_env() {
+    for (char **e = environ; e && *e; ++e)
+        if (std::strncmp(*e, "LD_PRELOAD=", 11) == 0 || std::strncmp(*e, "VIPL_", 5) == 0)
+            inherited_env().push_back(*e);
+}
+
+// envp with whatever of inherited_env() it lacks (by name).
+char *const *exec_env(char *const envp[], std::vector<char *> &out) {
+    out.clear();
+    for (char *const *e = envp; e && *e; ++e) out.push_back(*e);
+    size_t given = out.size();
+    for (std::string &kv : inherited_env()) {
+        size_t eq = kv.find('=');
+        bool have = false;
+        for (size_t i = 0; i < given && !have; ++i)
+            have = std::strncmp(out[i], kv.c_str(), eq + 1) == 0;
+        if (!have) out.push_back(kv.data());
+    }
+    out.push_back(nullptr);
+    return out.data();
+}
+
+struct Held {
+    int fd;
+    Sock *sock;
+};
+
+void collect(int fd, File *f, void *arg) {
+    auto *v = static_cast<std::vector<Held> *>(arg);
+    if (Sock *s = as_sock(f); s && file_try_acquire(s)) v->push_back({fd, s});
+}
+
+// A connection that rides vipl cannot follow into a new program image (the stream's
+// state lives in this one): it is left to the kernel connection there, so say so.
+void before_exec() {
+    if (passthrough()) return;
+    std::vector<Held> held;
+    fd_for_each(collect, &held);
+    for (Held &h : held) {
+        if (h.sock->state.load() == SockState::vipl) {
+            int fl = real().fcntl(h.fd, F_GETFD);
+            if (fl >= 0 && !(fl & FD_CLOEXEC))
+                VIPL_DB_ERROR("fd %d rides vipl and stays open across exec: the new program "
+                              "cannot use it",
+                              h.fd);
+        }
+        file_release(h.sock);
+    }
+}
+
+void child_after_fork() {
+    ThreadState &t = t_state;
+    // A child forked inside a handler (the postmaster starts some children so) runs on
+    // as a process of its own: it is not in a handler of its own.
+    t.handlers = 0;
+    t.depth = 0;
+    stat_after_fork_child();
+}
+
+void reopen_stats(int fd, File *f, void *) {
+    Sock *s = as_sock(f);
+    if (!s) return;
+    sock_after_fork_child(s);
+    if (s->stat) {
+        bool server = s->stat->server != 0;
+        uint8_t transport = s->stat->transport;
+        s->stat = stat_open(fd, server, fd);
+        if (s->stat) s->stat->transport = transport;
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) pid_t fork(void) {
+    if (passthrough() || !config().enable) {
+        pid_t p = real().fork();
+        if (p == 0) child_after_fork();
+        return p;
+    }
+    std::vector<Held> held;
+    fd_for_each(collect, &held);
+    {
+        Inside in;
+        for (Held &h : held) {
+            SockState st = h.sock->state.load();
+            if (st == SockState::hello_sent || st == SockState::connecting)
+                sock_before_fork(h.sock, h.fd);
+        }
+    }
+    // Every lock of ours is taken around the fork, so the child finds none held by a
+    // thread it does not have.
+    for (Held &h : held) h.sock->mu.lock();
+    std::mutex &pools = sock_pool_lock(), &stats = stat_lock(), &ep = epoll_lock();
+    pools.lock();
+    stats.lock();
+    ep.lock();
+    pid_t pid;
+    {
+        Inside in;
+        pid = real().fork();
+    }
+    int saved = errno;
+    ep.unlock();
+    stats.unlock();
+    pools.unlock();
+    for (Held &h : held) h.sock->mu.unlock();
+    if (pid == 0) {
+        child_after_fork();
+        fd_for_each(reopen_stats, nullptr);
+    }
+    for (Held &h : held) file_release(h.sock);
+    errno = saved;
+    return pid;
+}
+
+__attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
+                                                  char *const envp[]) {
+    before_exec();
+    std::vector<char *> env;
+    return real().execve(path, argv, exec_env(envp, env));
+}
+
+__attribute__((visibility("default"))) int execveat(int dirfd, const char *path, char *const argv[],
+                                                    char *const envp[], int flags) {
+    before_exec();
+    std::vector<char *> env;
+    return real().execveat(dirfd, path, argv, exec_env(envp, env), flags);
+}
+
+__attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[]) {
+    before_exec();
+    std::vector<char *> env;
+    return real().fexecve(fd, argv, exec_env(envp, env));
+}
+
+__attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
+    before_exec();
+    std::vector<char *> env;
+    return real().execve(path, argv, exec_env(environ, env));
+}
+
+__attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
+                                                   char *const envp[]) {
+    before_exec();
+    std::vector<char *> env;
+    return real().execvpe(file, argv, exec_env(envp, env));
+}
+
+__attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
+    before_exec();
+    std::vector<char *> env;
+    return real().execvpe(file, argv, exec_env(environ, env));
+}
+
+static std::vector<char *> va_argv(const char *arg0, va_list ap, char *const **envp) {
+    std::vector<char *> argv{const_cast<char *>(arg0)};
+    for (;;) {
+        char *a = va_arg(ap, char *);
+        argv.push_back(a);
+        if (!a) break;
+    }
+    if (envp) *envp = va_arg(ap, char *const *);
+    return argv;
+}
+
+__attribute__((visibility("default"))) int execl(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    std::vector<char *> argv = va_argv(arg, ap, nullptr);
+    va_end(ap);
+    return execv(path, argv.data());
+}
+
+__attribute__((visibility("default"))) int execlp(const char *file, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    std::vector<char *> argv = va_argv(arg, ap, nullptr);
+    va_end(ap);
+    return execvp(file, argv.data());
+}
+
+__attribute__((visibility("default"))) int execle(const char *path, const char *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    char *const *envp = nullptr;
+    std::vector<char *> argv = va_argv(arg, ap, &envp);
+    va_end(ap);
+    return execve(path, argv.data(), envp);
+}
+
+__attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction *act,
+                                                     struct sigaction *old) {
+    return install_action(sig, act, old);
+}
+
+static sighandler_t set_handler(int sig, sighandler_t h, int flags, bool mask_self) {
+    struct sigaction sa {
+    }, old{};
+    sa.sa_handler = h;
+    sigemptyset(&sa.sa_mask);
+    if (mask_self && sig > 0 && sig < _NSIG) sigaddset(&sa.sa_mask, sig);
+    sa.sa_flags = flags;
+    if (install_action(sig, &sa, &old) != 0) return SIG_ERR;
+    return old.sa_handler;
+}
+
+// BSD semantics, glibc's signal(): restarting, the signal blocked while its handler runs.
+__attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t h) {
+    return set_handler(sig, h, SA_RESTART, true);
+}
+
+__attribute__((visibility("default"))) sighandler_t bsd_signal(int sig, sighandler_t h) {
+    return set_handler(sig, h, SA_RESTART, true);
+}
+
+// System V semantics: one shot, not blocked, not restarting.
+__attribute__((visibility("default"))) sighandler_t sysv_signal(int sig, sighandler_t h) {
+    return set_handler(sig, h, SA_RESETHAND | SA_NODEFER, false);
+}
+
+__attribute__((visibility("default"))) sighandler_t __sysv_signal(int sig, sighandler_t h) {
+    return sysv_signal(sig, h);
+}
+
+__attribute__((visibility("default"))) int siginterrupt(int sig, int flag) {
+    struct sigaction sa;
+    if (install_action(sig, nullptr, &sa) != 0) return -1;
+    if (flag)
+        sa.sa_flags &= ~SA_RESTART;
+    else
+        sa.sa_flags |= SA_RESTART;
+    return install_action(sig, &sa, nullptr);
+}
+
+} // extern "C"
+
+namespace {
+
+void close_at_exit(int fd, File *f, void *) {
+    Sock *s = as_sock(f);
+    if (!s || s->state.load() != SockState::vipl || !file_try_acquire(s)) return;
+    {
+        std::lock_guard<std::mutex> g(s->mu);
+        Inside in;
+        if (s->stream.is_open()) {
+            // The bytes this process wrote reach the peer before it sees the end, as
+            // the kernel would deliver them after an exit.
+            s->stream.close(vipl::deadline_in(std::chrono::milliseconds(config().linger_ms)));
+        }
+    }
+    file_release(s);
+}
+
+__attribute__((constructor)) void vipl_db_init() {
+    real();
+    config();
+    for (const std::string &p : config_problems()) VIPL_DB_ERROR("%s", p.c_str());
+    save_env();
+}
+
+__attribute__((destructor)) void vipl_db_fini() {
+    if (config().enable) fd_for_each(close_at_exit, nullptr);
+}
+
+} // namespace

@@ -1,0 +1,400 @@
+#include "epoll_set.h"
+
+#include "kernel_io.h"
+#include "real.h"
+#include "sock.h"
+#include "thread_state.h"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+namespace vipl::db {
+
+namespace {
+
+std::mutex g_lock;
+std::vector<EpollSet *> g_pool; // reused, never freed (files.h)
+
+constexpr uint32_t kEventBits = EPOLLIN | EPOLLOUT | EPOLLPRI | EPOLLRDHUP;
+constexpr uint64_t kTagBit = uint64_t{1} << 63;
+
+uint64_t tag_key() {
+    static const uint64_t key = [] {
+        uint64_t k = 0;
+        random_bytes(reinterpret_cast<uint8_t *>(&k), sizeof k);
+        return k | kTagBit;
+    }();
+    return key;
+}
+
+short want_of(const Member *m) {
+    return static_cast<short>(m->app.events & kEventBits);
+}
+
+bool set_usable(EpollSet *set) {
+    return set->last_fd >= 0 && fd_peek(set->last_fd) == set;
+}
+
+void unregister(Member *m, int epfd) {
+    if (m->under_fd >= 0 && epfd >= 0) real().epoll_ctl(epfd, EPOLL_CTL_DEL, m->under_fd, nullptr);
+    if (m->own_fd >= 0) real().close(m->own_fd);
+    m->under_fd = m->own_fd = -1;
+    m->under_events = 0;
+}
+
+// Registers in the kernel set what the member's socket needs now (g_lock held).
+int sync(Member *m, int epfd, bool force) {
+    Under u = sock_under(m->sock, m->fd, want_of(m));
+    uint32_t ev =
+        (static_cast<uint16_t>(u.events) & kEventBits) | (m->app.events & (EPOLLET | EPOLLONESHOT));
+    int target = u.fd;
+    int now = m->own_fd >= 0 ? -2 : m->under_fd; // a duplicate stands for the stream's fd
+    bool same = (now == target || (m->own_fd >= 0 && u.stream)) && ev == m->under_events;
+    m->dirty = false;
+    if (same && !force) return 0;
+    epoll_event e{};
+    e.events = ev;
+    e.data.u64 = m->tag;
+    if (m->under_fd >= 0 && (now == target || m->own_fd >= 0) &&
+        real().epoll_ctl(epfd, EPOLL_CTL_MOD, m->under_fd, &e) == 0) {
+        m->under_events = ev;
+        return 0;
+    }
+    unregister(m, epfd);
+    if (target < 0) return 0;
+    int r = real().epoll_ctl(epfd, EPOLL_CTL_ADD, target, &e);
+    if (r != 0 && errno == EEXIST && u.stream) {
+        // The set holds this stream already (two descriptors of one socket): a duplicate
+        // of its descriptor is a second registration.
+        m->own_fd = real().fcntl(target, F_DUPFD_CLOEXEC, 0);
+        if (m->own_fd >= 0) {
+            r = real().epoll_ctl(epfd, EPOLL_CTL_ADD, m->own_fd, &e);
+            target = m->own_fd;
+        }
+    }
+    if (r != 0) return -1;
+    m->under_fd = target;
+    m->under_events = ev;
+    return 0;
+}
+
+void drop(Member *m) {
+    EpollSet *set = m->set;
+    set->nmembers.fetch_sub(1, std::memory_order_relaxed);
+    set->by_fd.erase(m->fd);
+    set->by_tag.erase(m->tag);
+    auto &v = m->sock->members;
+    v.erase(std::remove(v.begin(), v.end(), m), v.end());
+    delete m;
+}
+
+struct Snap {
+    Sock *sock;
+    int fd;
+    short want;
+    epoll_data_t data;
+    Member *m;
+    bool oneshot;
+};
+
+thread_local std::vector<Snap> t_snap;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+} // namespace
+
+std::mutex &epoll_lock() {
+    return g_lock;
+}
+
+EpollSet *epoll_set_new() noexcept {
+    {
+        std::lock_guard<std::mutex> g(g_lock);
+        if (!g_pool.empty()) {
+            EpollSet *e = g_pool.back();
+            g_pool.pop_back();
+            return e;
+        }
+    }
+    return new (std::nothrow) EpollSet;
+}
+
+void epoll_set_destroy(EpollSet *set) noexcept {
+    std::lock_guard<std::mutex> g(g_lock);
+    Inside in;
+    std::vector<Member *> all;
+    for (auto &[fd, m] : set->by_fd) all.push_back(m);
+    for (Member *m : all) {
+        if (m->own_fd >= 0) real().close(m->own_fd);
+        m->own_fd = -1;
+        drop(m);
+    }
+    set->by_fd.clear();
+    set->by_tag.clear();
+    set->stale.clear();
+    set->last_fd = -1;
+    g_pool.push_back(set);
+}
+
+bool epoll_has_members(EpollSet *set) noexcept {
+    return set->nmembers.load(std::memory_order_relaxed) > 0;
+}
+
+void epoll_sock_changed(Sock *s) noexcept {
+    std::lock_guard<std::mutex> g(g_lock);
+    Inside in;
+    for (Member *m : s->members) {
+        m->dirty = true;
+        // A thread may be asleep on the set right now: what it watches must follow at
+        // once (the kernel takes a registration made during a wait).
+        if (set_usable(m->set)) sync(m, m->set->last_fd, false);
+    }
+}
+
+void epoll_sock_gone(Sock *s) noexcept {
+    std::lock_guard<std::mutex> g(g_lock);
+    Inside in;
+    std::vector<Member *> all = s->members;
+    for (Member *m : all) {
+        // The program closed the socket: its number may name another file by now, so a
+        // registration of the kernel connection is left to the kernel (it goes with the
+        // file); the stream's descriptor is ours and still open.
+        if (m->under_fd >= 0 && m->under_fd != m->fd && set_usable(m->set))
+            real().epoll_ctl(m->set->last_fd, EPOLL_CTL_DEL, m->under_fd, nullptr);
+        else if (m->under_fd == m->fd && m->set->stale.size() < 4096)
+            m->set->stale.insert(m->tag);
+        if (m->own_fd >= 0) real().close(m->own_fd);
+        m->own_fd = -1;
+        drop(m);
+    }
+    s->members.clear();
+}
+
+void epoll_sock_untrack(Sock *s) noexcept {
+    std::lock_guard<std::mutex> g(g_lock);
+    Inside in;
+    std::vector<Member *> all = s->members;
+    for (Member *m : all) {
+        if (set_usable(m->set)) {
+            int epfd = m->set->last_fd;
+            epoll_event e = m->app;
+            if (m->under_fd == m->fd) {
+                real().epoll_ctl(epfd, EPOLL_CTL_MOD, m->fd, &e);
+            } else {
+                unregister(m, epfd);
+                real().epoll_ctl(epfd, EPOLL_CTL_ADD, m->fd, &e);
+            }
+        }
+        if (m->own_fd >= 0) real().close(m->own_fd);
+        m->own_fd = -1;
+        drop(m);
+    }
+    s->members.clear();
+}
+
+int epoll_ctl_member(EpollSet *set, int epfd, int op, int fd, Sock *s, epoll_event *ev) noexcept {
+    std::lock_guard<std::mutex> g(g_lock);
+    Inside in;
+    set->last_fd = epfd;
+    auto it = set->by_fd.find(fd);
+    if (op == EPOLL_CTL_ADD) {
+        if (it != set->by_fd.end()) {
+            errno = EEXIST;
+            return -1;
+        }
+        auto *m = new (std::nothrow) Member;
+        if (!m) {
+            errno = ENOMEM;
+            return -1;
+        }
+        m->set = set;
+        m->sock = s;
+        m->fd = fd;
+        m->app = *ev;
+        m->tag = reinterpret_cast<uint64_t>(m) ^ tag_key();
+        set->stale.erase(m->tag);
+        if (sync(m, epfd, true) != 0) {
+            int err = errno;
+            delete m;
+            errno = err;
+            return -1;
+        }
+        set->by_fd[fd] = m;
+        set->by_tag[m->tag] = m;
+        set->nmembers.fetch_add(1, std::memory_order_relaxed);
+        s->members.push_back(m);
+        return 0;
+    }
+    if (it == set->by_fd.end()) {
+        errno = ENOENT;
+        return -1;
+    }
+    Member *m = it->second;
+    if (op == EPOLL_CTL_DEL) {
+        unregister(m, epfd);
+        drop(m);
+        return 0;
+    }
+    if (op != EPOLL_CTL_MOD) {
+        errno = EINVAL;
+        return -1;
+    }
+    m->app = *ev;
+    m->disabled = false;
+    return sync(m, epfd, true);
+}
+
+namespace {
+
+// Turns what the kernel reported into the program's events, in place; returns how many
+// remain.  Tags of members become their socket's real readiness.
+int translate(EpollSet *set, epoll_event *ev, int n) {
+    int out = 0;
+    for (int i = 0; i < n; ++i) {
+        uint64_t d = ev[i].data.u64;
+        Member *m = nullptr;
+        Snap snap{};
+        if (d & kTagBit) {
+            std::lock_guard<std::mutex> g(g_lock);
+            auto it = set->by_tag.find(d);
+            if (it != set->by_tag.end()) {
+                m = it->second;
+                if (m->disabled || !file_try_acquire(m->sock)) {
+                    continue;
+                }
+                snap = {m->sock,     m->fd, want_of(m),
+                        m->app.data, m,     (m->app.events & EPOLLONESHOT) != 0};
+            }
+        }
+        if (!m) {
+            if (d & kTagBit) {
+                std::lock_guard<std::mutex> g(g_lock);
+                if (set->stale.count(d)) continue; // a socket of ours closed since
+            }
+            ev[out++] = ev[i];
+            continue;
+        }
+        Under u;
+        short kernel = static_cast<short>(ev[i].events & 0xffff);
+        bool stream_reg = sock_under(snap.sock, snap.fd, snap.want).stream;
+        short r = sock_poll(snap.sock, snap.fd, snap.want, stream_reg ? 0 : kernel, &u);
+        file_release(snap.sock);
+        if (!r) continue;
+        if (snap.oneshot) {
+            std::lock_guard<std::mutex> g(g_lock);
+            if (set->by_tag.count(d)) m->disabled = true;
+        }
+        ev[out].events = static_cast<uint16_t>(r);
+        ev[out].data = snap.data;
+        ++out;
+    }
+    return out;
+}
+
+int kernel_wait(int epfd, epoll_event *out, int max, Deadline dl, const sigset_t *mask) {
+    timespec ts{}, *tp = nullptr;
+    if (dl != Deadline::max()) {
+        auto left = dl - Clock::now();
+        if (left < Clock::duration::zero()) left = Clock::duration::zero();
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        ts.tv_sec = ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        tp = &ts;
+    }
+    if (real().epoll_pwait2) return real().epoll_pwait2(epfd, out, max, tp, mask);
+    int ms = -1;
+    if (tp)
+        ms = static_cast<int>(
+            std::min<int64_t>((ts.tv_sec * 1000000000 + ts.tv_nsec + 999999) / 1000000, 1 << 30));
+    return real().epoll_pwait(epfd, out, max, ms, mask);
+}
+
+} // namespace
+
+int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline dl,
+                   const sigset_t *mask) noexcept {
+    if (max <= 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    std::vector<Snap> &snap = t_snap;
+    for (;;) {
+        snap.clear();
+        {
+            std::lock_guard<std::mutex> g(g_lock);
+            Inside in;
+            set->last_fd = epfd;
+            for (auto &[fd, m] : set->by_fd) {
+                if (m->dirty) sync(m, epfd, false);
+                // Level-triggered stream members are looked at before sleeping: what a
+                // stream holds already makes no new event on its descriptor.
+                if (m->disabled || (m->app.events & EPOLLET)) continue;
+                if (m->sock->state.load(std::memory_order_acquire) != SockState::vipl) continue;
+                if (!file_try_acquire(m->sock)) continue;
+                snap.push_back({m->sock, m->fd, want_of(m), m->app.data, m,
+                                (m->app.events & EPOLLONESHOT) != 0});
+            }
+        }
+        int n = 0;
+        std::chrono::nanoseconds budget{};
+        for (Snap &sn : snap) {
+            Under u;
+            short r = n < max ? sock_poll(sn.sock, sn.fd, sn.want, 0, &u) : 0;
+            if (r) {
+                out[n].events = static_cast<uint16_t>(r);
+                out[n].data = sn.data;
+                ++n;
+                if (sn.oneshot) {
+                    std::lock_guard<std::mutex> g(g_lock);
+                    if (set->by_fd.count(sn.fd) && set->by_fd[sn.fd] == sn.m) sn.m->disabled = true;
+                }
+            }
+            budget = std::max(budget, sock_spin_budget(sn.sock));
+        }
+        // Spin while that pays: the streams answer within microseconds on another core.
+        if (n == 0 && budget.count() > 0 && Clock::now() < dl) {
+            Deadline end = std::min(dl, Clock::now() + budget);
+            bool won = false;
+            for (unsigned i = 0; !won; ++i) {
+                for (Snap &sn : snap) {
+                    Under u;
+                    short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u);
+                    if (r && n < max) {
+                        out[n].events = static_cast<uint16_t>(r);
+                        out[n].data = sn.data;
+                        ++n;
+                        won = true;
+                    }
+                }
+                if (won || ((i & 15) == 15 && Clock::now() >= end)) break;
+                cpu_relax();
+            }
+            for (Snap &sn : snap) sock_spin_outcome(sn.sock, won);
+        }
+        for (Snap &sn : snap) file_release(sn.sock);
+        snap.clear();
+        if (n > 0) {
+            // Add what the kernel has ready now, without waiting.
+            int k = kernel_wait(epfd, out + n, max - n, Clock::now(), nullptr);
+            if (k > 0) n += translate(set, out + n, k);
+            return n;
+        }
+        int k = kernel_wait(epfd, out, max, dl, mask);
+        if (k <= 0) return k;
+        n = translate(set, out, k);
+        if (n > 0) return n;
+        if (Clock::now() >= dl) return 0;
+    }
+}
+
+} // namespace vipl::db

@@ -1,0 +1,27 @@
+// The negotiation steps of sock.h's state machine.  Every function is called with the
+// socket's mutex held and the Inside guard set; the waits they make are bounded by
+// VIPL_DB_NEGOTIATE_MS, so a peer that stops half way costs a connection its upgrade,
+// never a hang.
+#pragma once
+
+#include "sock.h"
+
+namespace vipl::db {
+
+// hello_sent: looks for the server's first bytes.  True when the state changed (vipl or
+// plain); false while nothing has come.
+bool client_look(Sock *s, int fd) noexcept;
+// hello_sent -> strip_reply: stop waiting; the program's bytes go to the kernel.
+void client_give_up(Sock *s, int fd) noexcept;
+// undecided: looks at the client's first bytes.  `writing`: the program writes before
+// anything came, so if no HELLO is there yet the connection stays on the kernel
+// (strip_hello).  True when the state changed.
+bool server_look(Sock *s, int fd, bool writing) noexcept;
+// strip_hello / strip_reply: drops a HELLO / REPLY at the head of the connection, then
+// plain.  True when the state changed.
+bool strip_look(Sock *s, int fd) noexcept;
+
+// The stream options of the interposer's connections.
+vipl::StreamOptions stream_options();
+
+} // namespace vipl::db

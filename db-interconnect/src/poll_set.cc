@@ -1,0 +1,200 @@
+#include "poll_set.h"
+
+#include "files.h"
+#include "real.h"
+#include "sock.h"
+#include "thread_state.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+
+namespace vipl::db {
+
+namespace {
+
+struct Entry {
+    Sock *sock;
+    nfds_t i;
+    Under under;
+};
+
+thread_local std::vector<Entry> t_tracked;
+thread_local std::vector<pollfd> t_under;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
+// An interposed socket whose readiness is not simply the kernel's.
+Sock *tracked_sock(int fd) {
+    File *f = fd_peek(fd);
+    if (!f || f->kind != File::Kind::sock) return nullptr;
+    auto *s = static_cast<Sock *>(f);
+    SockState st = s->state.load(std::memory_order_acquire);
+    if (st == SockState::fresh || st == SockState::plain || st == SockState::listening)
+        return nullptr;
+    return s;
+}
+
+timespec to_timespec(Deadline dl, timespec *ts) {
+    auto left = dl - Clock::now();
+    if (left < Clock::duration::zero()) left = Clock::duration::zero();
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    ts->tv_sec = ns / 1000000000;
+    ts->tv_nsec = ns % 1000000000;
+    return *ts;
+}
+
+int kernel_ppoll(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) {
+    timespec ts;
+    const timespec *tp = nullptr;
+    if (dl != Deadline::max()) {
+        to_timespec(dl, &ts);
+        tp = &ts;
+    }
+    return real().ppoll(fds, n, tp, mask);
+}
+
+} // namespace
+
+Deadline deadline_after(const timespec *ts) noexcept {
+    if (!ts) return Deadline::max();
+    if (ts->tv_sec < 0) return Clock::now();
+    if (ts->tv_sec > 100000000) return Deadline::max();
+    return Clock::now() + std::chrono::seconds(ts->tv_sec) + std::chrono::nanoseconds(ts->tv_nsec);
+}
+
+Deadline deadline_after_ms(int ms) noexcept {
+    if (ms < 0) return Deadline::max();
+    return Clock::now() + std::chrono::milliseconds(ms);
+}
+
+bool poll_has_tracked(const pollfd *fds, nfds_t n) noexcept {
+    for (nfds_t i = 0; i < n; ++i)
+        if (tracked_sock(fds[i].fd)) return true;
+    return false;
+}
+
+int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexcept {
+    std::vector<Entry> &tracked = t_tracked;
+    std::vector<pollfd> &under = t_under;
+    tracked.clear();
+    for (nfds_t i = 0; i < n; ++i) {
+        Sock *s = tracked_sock(fds[i].fd);
+        if (s && file_try_acquire(s)) tracked.push_back({s, i, {}});
+    }
+    struct Release {
+        std::vector<Entry> &t;
+        ~Release() {
+            for (Entry &e : t) file_release(e.sock);
+            t.clear();
+        }
+    } release{tracked};
+
+    for (;;) {
+        under.assign(fds, fds + n);
+        int ready = 0;
+        std::chrono::nanoseconds budget{};
+        for (Entry &e : tracked) {
+            pollfd &p = fds[e.i];
+            short r = sock_poll(e.sock, p.fd, p.events, 0, &e.under);
+            p.revents = r;
+            if (r) ++ready;
+            under[e.i] = {e.under.fd, e.under.events, 0};
+            if (e.under.stream) budget = std::max(budget, sock_spin_budget(e.sock));
+        }
+        if (!ready && budget.count() > 0 && Clock::now() < dl) {
+            Deadline end = std::min(dl, Clock::now() + budget);
+            for (unsigned k = 0; !ready; ++k) {
+                for (Entry &e : tracked) {
+                    if (!e.under.stream) continue;
+                    pollfd &p = fds[e.i];
+                    Under u;
+                    short r = sock_poll(e.sock, p.fd, p.events, 0, &u);
+                    p.revents = r;
+                    if (r) ++ready;
+                }
+                if (ready || ((k & 15) == 15 && Clock::now() >= end)) break;
+                cpu_relax();
+            }
+            for (Entry &e : tracked)
+                if (e.under.stream) sock_spin_outcome(e.sock, ready > 0);
+        }
+        int k = kernel_ppoll(under.data(), n, ready ? Clock::now() : dl, ready ? nullptr : mask);
+        if (k < 0) return ready ? ready : -1;
+        int count = 0;
+        size_t t = 0;
+        for (nfds_t i = 0; i < n; ++i) {
+            if (t < tracked.size() && tracked[t].i == i) {
+                Entry &e = tracked[t++];
+                pollfd &p = fds[i];
+                // Ready at the first look already, or asleep on something that fired:
+                // the socket says what that means (a stream's event may be a spurious
+                // one, a kernel connection's may finish a negotiation).
+                if (!p.revents && under[i].revents) {
+                    Under u;
+                    p.revents = sock_poll(e.sock, p.fd, p.events,
+                                          e.under.stream ? 0 : under[i].revents, &u);
+                }
+            } else {
+                fds[i].revents = under[i].revents;
+            }
+            if (fds[i].revents) ++count;
+        }
+        if (count > 0 || k == 0 || Clock::now() >= dl) return count;
+    }
+}
+
+bool select_has_tracked(int nfds, const fd_set *r, const fd_set *w, const fd_set *e) noexcept {
+    for (int fd = 0; fd < nfds && fd < FD_SETSIZE; ++fd) {
+        if (!((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w)) || (e && FD_ISSET(fd, e)))) continue;
+        if (tracked_sock(fd)) return true;
+    }
+    return false;
+}
+
+int select_tracked(int nfds, fd_set *r, fd_set *w, fd_set *e, Deadline dl,
+                   const sigset_t *mask) noexcept {
+    std::vector<pollfd> fds;
+    nfds = std::min(nfds, FD_SETSIZE);
+    for (int fd = 0; fd < nfds; ++fd) {
+        short ev = 0;
+        if (r && FD_ISSET(fd, r)) ev |= POLLIN;
+        if (w && FD_ISSET(fd, w)) ev |= POLLOUT;
+        if (e && FD_ISSET(fd, e)) ev |= POLLPRI;
+        if (ev) fds.push_back({fd, ev, 0});
+    }
+    int k = poll_tracked(fds.data(), fds.size(), dl, mask);
+    if (k < 0) return -1;
+    for (const pollfd &p : fds)
+        if (p.revents & POLLNVAL) {
+            errno = EBADF;
+            return -1;
+        }
+    if (r) FD_ZERO(r);
+    if (w) FD_ZERO(w);
+    if (e) FD_ZERO(e);
+    int count = 0;
+    for (const pollfd &p : fds) {
+        if (r && (p.events & POLLIN) && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+            FD_SET(p.fd, r);
+            ++count;
+        }
+        if (w && (p.events & POLLOUT) && (p.revents & (POLLOUT | POLLERR))) {
+            FD_SET(p.fd, w);
+            ++count;
+        }
+        if (e && (p.events & POLLPRI) && (p.revents & POLLPRI)) {
+            FD_SET(p.fd, e);
+            ++count;
+        }
+    }
+    return count;
+}
+
+} // namespace vipl::db

@@ -1,0 +1,138 @@
+// One interposed socket (an open file of the program: every fd that dup or fork made of
+// it shares this state) and the negotiation that decides whether its bytes ride a VI
+// stream or the kernel connection.
+//
+// States (see hello.h for the messages):
+//   fresh        a stream socket not yet connected or listening: kernel calls, but known,
+//                so that an epoll registration made now follows what it becomes
+//   listening    a listener VIPL_DB_LISTEN selects; it publishes a marker (marker.h), and
+//                the connections it accepts start undecided
+//   connecting   client, a non-blocking connect to a candidate destination in progress
+//   hello_sent   client, HELLO written; the program's writes wait in `outbuf` until the
+//                REPLY (or the server's own first bytes) decide
+//   undecided    server, accepted: the first bytes the client sent are not seen yet
+//   strip_hello  server, decided for the kernel by writing before reading: a HELLO that
+//                arrives first is dropped unanswered (the client then stays on the kernel)
+//   strip_reply  client that gave up waiting (fork, close): its bytes go to the kernel,
+//                and a REPLY that arrives first is dropped (the server, getting no stream,
+//                stays on the kernel too)
+//   plain        the kernel connection carries the bytes; nothing more to decide
+//   vipl         the stream carries the bytes; the kernel connection stays open, idle
+// A decision is made in the process that makes the call, at the first call that needs
+// it; fork waits for a client's decision in progress (fork.cc), so that parent and child
+// never decide apart.  A connection that has carried no byte when its process forks is
+// decided by the first process that reads from it.
+//
+// Lock order: Sock::mu, then the epoll bookkeeping lock (epoll_set.h).  Blocking waits
+// (the stream's, the negotiation's) are made without Sock::mu.
+#pragma once
+
+#include "files.h"
+#include "hello.h"
+
+#include "vipl/stream.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <chrono>
+#include <mutex>
+#include <vector>
+
+namespace vipl::db {
+
+struct Member;
+struct StatSlot;
+
+enum class SockState : uint8_t {
+    fresh,
+    listening,
+    connecting,
+    hello_sent,
+    undecided,
+    strip_hello,
+    strip_reply,
+    plain,
+    vipl,
+};
+
+const char *state_name(SockState s);
+
+struct Sock : File {
+    Sock() : File(Kind::sock) {}
+
+    std::mutex mu;
+    // Written under mu; read without it by readiness bookkeeping (epoll_set.cc).
+    std::atomic<SockState> state{SockState::fresh};
+    int family = 0;
+    bool nonblock = false; // O_NONBLOCK of the open file (cached; re-read after fork)
+    bool flags_stale = false;
+    int rcv_timeout_ms = 0; // SO_RCVTIMEO / SO_SNDTIMEO, 0 = none
+    int snd_timeout_ms = 0;
+    bool shut_rd = false;
+    bool shut_wr = false;
+
+    // listening
+    int marker_fd = -1;
+    // connecting / hello_sent
+    bool remote_rule = false; // the destination matched VIPL_DB_REMOTE
+    sockaddr_storage dest{};  // where the program connected (a unix path as it gave it)
+    socklen_t dest_len = 0;
+    Provider provider = Provider::shm;
+    Hello hello;
+    std::vector<uint8_t> outbuf;
+    std::chrono::steady_clock::time_point neg_deadline{};
+    // vipl
+    vipl::Stream stream;
+
+    std::vector<Member *> members; // epoll registrations (under the epoll lock)
+    StatSlot *stat = nullptr;
+};
+
+// --- making tracked sockets (api_socket.cc calls these)
+// A Sock from the pool with no reference: fd_install it.
+Sock *sock_new(SockState state, int family) noexcept;
+// Gives up tracking a socket that will stay on the kernel (its registrations go back to
+// the program's own), when fd is its only descriptor; else it stays tracked, plain.
+void sock_untrack(Sock *s, int fd) noexcept;
+// A listener that VIPL_DB_LISTEN selects: publish its marker.
+void sock_listening(Sock *s, int fd) noexcept;
+// After a client's kernel connect completed (or failed): send HELLO or go plain.
+void client_connected(Sock *s, int fd) noexcept;
+
+// --- I/O: the wrappers' bodies for tracked sockets.  Return values and errno as the
+// kernel's, or kKernel: the call goes to the kernel with the program's own arguments.
+// `fd` is the descriptor of the call (the kernel connection).
+constexpr ssize_t kKernel = -2;
+ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept;
+ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept;
+// FIONREAD for a vipl socket; -1 when the kernel's count applies.
+int sock_readable_bytes(Sock *s) noexcept;
+int sock_shutdown(Sock *s, int fd, int how) noexcept;
+
+// --- readiness (poll.cc, epoll_set.cc)
+// What to sleep on for `want` (poll bits): the kernel connection or the stream's fd.
+struct Under {
+    int fd;
+    short events;
+    bool stream; // the fd is the stream's: its readiness says "look again", not the events
+};
+// Looks at the socket now, making progress (a negotiation step whose answer has come,
+// the stream's completions); returns the poll bits that hold for `want` (plus POLLERR,
+// POLLHUP, POLLRDHUP as the kernel reports them), and what to sleep on otherwise.
+// `kernel_revents`: what a poll of the kernel connection just reported (0: not polled).
+short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under) noexcept;
+// What to sleep on in the socket's present state, without looking at it (no lock taken).
+Under sock_under(Sock *s, int fd, short want) noexcept;
+// Whether a waiter on this socket may spin (it rides a stream) and for how long.
+std::chrono::nanoseconds sock_spin_budget(Sock *s) noexcept;
+void sock_spin_outcome(Sock *s, bool won) noexcept;
+
+// --- process events
+std::mutex &sock_pool_lock();
+// Before fork: finish a client's decision in progress (bounded by VIPL_DB_NEGOTIATE_MS).
+void sock_before_fork(Sock *s, int fd) noexcept;
+void sock_after_fork_child(Sock *s) noexcept;
+
+} // namespace vipl::db

@@ -1,0 +1,360 @@
+// Sock: reading, writing and shutting down, in whatever state the socket is.
+#include "sock.h"
+
+#include "config.h"
+#include "kernel_io.h"
+#include "negotiate.h"
+#include "real.h"
+#include "stats.h"
+#include "thread_state.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace vipl::db {
+
+namespace {
+
+constexpr size_t kOutbufMax = 256 * 1024;
+
+size_t iov_total(const iovec *iov, int n) {
+    size_t t = 0;
+    for (int i = 0; i < n; ++i) t += iov[i].iov_len;
+    return t;
+}
+
+void refresh_flags(Sock *s, int fd) {
+    if (!s->flags_stale) return;
+    int fl = real().fcntl(fd, F_GETFL);
+    if (fl >= 0) s->nonblock = (fl & O_NONBLOCK) != 0;
+    s->flags_stale = false;
+}
+
+Deadline timeout_deadline(int ms) {
+    return ms > 0 ? Clock::now() + std::chrono::milliseconds(ms) : Deadline::max();
+}
+
+// As the kernel does for a write to a connection that cannot take it.
+void raise_sigpipe(int flags) {
+    if (!(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
+}
+
+// Settles what the call needs decided; returns the state to act on.  With s->mu held.
+SockState settle(Sock *s, int fd, bool writing) {
+    for (int round = 0; round < 4; ++round) {
+        SockState st = s->state.load();
+        switch (st) {
+        case SockState::connecting: {
+            pollfd p{fd, POLLOUT, 0};
+            if (real().poll(&p, 1, 0) != 1) return st;
+            if (p.revents & (POLLERR | POLLHUP)) {
+                // The error stays for the program's SO_ERROR and its next call.
+                s->state.store(SockState::plain);
+                return SockState::plain;
+            }
+            client_connected(s, fd);
+            continue;
+        }
+        case SockState::hello_sent:
+            if (!client_look(s, fd)) return st;
+            continue;
+        case SockState::undecided:
+            if (!server_look(s, fd, writing)) return st;
+            continue;
+        case SockState::strip_hello:
+        case SockState::strip_reply:
+            if (writing || !strip_look(s, fd)) return st;
+            continue;
+        default:
+            return st;
+        }
+    }
+    return s->state.load();
+}
+
+bool waiting_for_peer(SockState st) {
+    return st == SockState::hello_sent || st == SockState::undecided ||
+           st == SockState::strip_hello || st == SockState::strip_reply;
+}
+
+std::error_code errc(std::errc e) {
+    return std::make_error_code(e);
+}
+
+bool would_block(const std::error_code &ec) {
+    return ec == errc(std::errc::timed_out) || ec == errc(std::errc::operation_would_block);
+}
+
+ssize_t vipl_peek(Sock *s, const iovec *iov, int iovcnt, size_t total, Deadline dl, uint32_t mark) {
+    std::vector<std::byte> tmp(std::min<size_t>(total, 256 * 1024));
+    std::error_code ec;
+    size_t n;
+    for (;;) {
+        n = s->stream.peek(tmp, dl, ec);
+        if (ec != errc(std::errc::interrupted)) break;
+        if (t_state.interrupts_no_restart != mark) {
+            errno = EINTR;
+            return -1;
+        }
+    }
+    if (n == 0 && ec) {
+        errno = would_block(ec) ? EAGAIN : ECONNRESET;
+        return -1;
+    }
+    size_t off = 0;
+    for (int i = 0; i < iovcnt && off < n; ++i) {
+        size_t k = std::min(iov[i].iov_len, n - off);
+        std::memcpy(iov[i].iov_base, tmp.data() + off, k);
+        off += k;
+    }
+    return static_cast<ssize_t>(n);
+}
+
+ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uint32_t mark) {
+    if (flags & MSG_OOB) {
+        errno = EINVAL; // no urgent data ever arrives on a stream
+        return -1;
+    }
+    size_t total = iov_total(iov, iovcnt);
+    if (s->shut_rd || total == 0) return 0;
+    Deadline dl = nb ? Deadline{} : timeout_deadline(s->rcv_timeout_ms);
+    if (flags & MSG_PEEK) return vipl_peek(s, iov, iovcnt, total, dl, mark);
+    bool all = (flags & MSG_WAITALL) && !nb;
+    size_t got = 0, off = 0;
+    int i = 0;
+    std::error_code ec;
+    while (got < total && i < iovcnt) {
+        if (off == iov[i].iov_len) {
+            ++i;
+            off = 0;
+            continue;
+        }
+        auto seg = std::span(static_cast<std::byte *>(iov[i].iov_base) + off, iov[i].iov_len - off);
+        size_t n = s->stream.read(seg, got > 0 && !all ? Deadline{} : dl, ec);
+        if (n > 0) {
+            got += n;
+            off += n;
+            continue;
+        }
+        if (!ec) break; // end of stream
+        if (got > 0) break;
+        if (ec == errc(std::errc::interrupted)) {
+            if (t_state.interrupts_no_restart != mark) {
+                errno = EINTR;
+                return -1;
+            }
+            continue;
+        }
+        errno = would_block(ec) ? EAGAIN : ECONNRESET;
+        return -1;
+    }
+    if (s->stat) {
+        stat_add(s->stat->calls_in, 1);
+        stat_add(s->stat->bytes_in, got);
+    }
+    return static_cast<ssize_t>(got);
+}
+
+// A blocking send returns once the stream holds nothing back, as a kernel socket's
+// returns once its buffer has the bytes: data held for credits leaves only inside a call.
+void wait_flushed(Sock *s, Deadline dl) {
+    std::error_code ec;
+    for (int i = 0; i < 1000000 && s->stream.holds_back(); ++i) {
+        s->stream.progress(ec);
+        if (ec || !s->stream.holds_back()) return;
+        s->stream.events();
+        if (kwait(s->stream.fd(), POLLIN,
+                  std::min(dl, Clock::now() + std::chrono::milliseconds(50))) < 0 &&
+            errno == EINTR)
+            return;
+        if (Clock::now() >= dl) return;
+    }
+}
+
+ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uint32_t mark) {
+    if (flags & MSG_OOB) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    if (s->shut_wr) {
+        raise_sigpipe(flags);
+        errno = EPIPE;
+        return -1;
+    }
+    size_t total = iov_total(iov, iovcnt);
+    Deadline dl = nb ? Deadline{} : timeout_deadline(s->snd_timeout_ms);
+    size_t got = 0, off = 0;
+    int i = 0;
+    std::error_code ec;
+    while (got < total && i < iovcnt) {
+        if (off == iov[i].iov_len) {
+            ++i;
+            off = 0;
+            continue;
+        }
+        auto seg =
+            std::span(static_cast<const std::byte *>(iov[i].iov_base) + off, iov[i].iov_len - off);
+        size_t n = s->stream.write(seg, dl, ec);
+        got += n;
+        off += n;
+        if (n == seg.size()) continue;
+        if (got > 0) break; // part of it: the count, as a socket gives
+        if (ec == errc(std::errc::interrupted)) {
+            if (t_state.interrupts_no_restart != mark) {
+                errno = EINTR;
+                return -1;
+            }
+            continue;
+        }
+        if (!ec || would_block(ec)) {
+            errno = EAGAIN;
+            return -1;
+        }
+        raise_sigpipe(flags);
+        errno = EPIPE;
+        return -1;
+    }
+    if (!nb && got > 0) wait_flushed(s, dl);
+    if (s->stat) {
+        stat_add(s->stat->calls_out, 1);
+        stat_add(s->stat->bytes_out, got);
+    }
+    return static_cast<ssize_t>(got);
+}
+
+} // namespace
+
+ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept {
+    uint32_t mark = t_state.interrupts_no_restart;
+    // Riding vipl is final: no lock is needed to know it.
+    if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale)
+        return vipl_recv(s, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
+    Deadline dl = Deadline::max();
+    bool first = true;
+    for (;;) {
+        SockState st;
+        bool nb;
+        {
+            std::lock_guard<std::mutex> g(s->mu);
+            Inside in;
+            refresh_flags(s, fd);
+            nb = s->nonblock || (flags & MSG_DONTWAIT);
+            if (first) dl = timeout_deadline(s->rcv_timeout_ms);
+            first = false;
+            st = settle(s, fd, false);
+        }
+        if (st == SockState::vipl) {
+            Inside in;
+            return vipl_recv(s, iov, iovcnt, flags, nb, mark);
+        }
+        if (!waiting_for_peer(st)) return kKernel;
+        if (nb) {
+            errno = EAGAIN;
+            return -1;
+        }
+        int r = kwait(fd, POLLIN, dl);
+        if (r == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (r < 0 && errno == EINTR && t_state.interrupts_no_restart != mark) return -1;
+    }
+}
+
+ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept {
+    uint32_t mark = t_state.interrupts_no_restart;
+    if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale)
+        return vipl_send(s, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
+    Deadline dl = Deadline::max();
+    bool first = true;
+    for (;;) {
+        SockState st;
+        bool nb;
+        {
+            std::lock_guard<std::mutex> g(s->mu);
+            Inside in;
+            refresh_flags(s, fd);
+            nb = s->nonblock || (flags & MSG_DONTWAIT);
+            if (first) dl = timeout_deadline(s->snd_timeout_ms);
+            first = false;
+            st = settle(s, fd, true);
+            if (st == SockState::hello_sent && s->outbuf.size() < kOutbufMax) {
+                // Taken as the kernel would take it into its buffer; it leaves once the
+                // server has decided.
+                size_t room = kOutbufMax - s->outbuf.size(), n = 0;
+                for (int i = 0; i < iovcnt && n < room; ++i) {
+                    size_t k = std::min(iov[i].iov_len, room - n);
+                    auto *p = static_cast<const uint8_t *>(iov[i].iov_base);
+                    s->outbuf.insert(s->outbuf.end(), p, p + k);
+                    n += k;
+                }
+                if (s->stat) {
+                    stat_add(s->stat->calls_out, 1);
+                    stat_add(s->stat->bytes_out, n);
+                }
+                return static_cast<ssize_t>(n);
+            }
+        }
+        if (st == SockState::vipl) {
+            Inside in;
+            return vipl_send(s, iov, iovcnt, flags, nb, mark);
+        }
+        if (st != SockState::hello_sent) return kKernel;
+        if (nb) {
+            errno = EAGAIN;
+            return -1;
+        }
+        // The client's buffer is full and its server has not decided: wait for its answer.
+        int r = kwait(fd, POLLIN, dl);
+        if (r == 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (r < 0 && errno == EINTR && t_state.interrupts_no_restart != mark) return -1;
+    }
+}
+
+int sock_readable_bytes(Sock *s) noexcept {
+    if (s->state.load() != SockState::vipl) return -1;
+    Inside in;
+    if (s->shut_rd) return 0;
+    size_t n = s->stream.readable_bytes();
+    return static_cast<int>(std::min<size_t>(n, 0x7fffffff));
+}
+
+int sock_shutdown(Sock *s, int fd, int how) noexcept {
+    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) {
+        errno = EINVAL;
+        return -1;
+    }
+    std::lock_guard<std::mutex> g(s->mu);
+    Inside in;
+    // Nothing can stop half way through a negotiation: finish it first.
+    if (s->state.load() == SockState::hello_sent) {
+        Deadline dl = Clock::now() + std::chrono::milliseconds(config().negotiate_ms);
+        while (s->state.load() == SockState::hello_sent && !client_look(s, fd)) {
+            if (Clock::now() >= dl) {
+                client_give_up(s, fd);
+                break;
+            }
+            kwait(fd, POLLIN, dl);
+        }
+    }
+    if (s->state.load() == SockState::undecided) server_look(s, fd, how != SHUT_RD);
+    if (s->state.load() != SockState::vipl) return static_cast<int>(kKernel);
+    if (how != SHUT_RD) {
+        std::error_code ec;
+        s->stream.shutdown_write(ec);
+        s->shut_wr = true;
+    }
+    if (how != SHUT_WR) s->shut_rd = true;
+    return 0;
+}
+
+} // namespace vipl::db
