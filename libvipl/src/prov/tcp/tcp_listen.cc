@@ -338,7 +338,9 @@ Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
     int fd = open_listener(t, port, &err);
     if (fd < 0) {
         VIPL_ERROR("tcp: cannot listen on %s port %u: %s", t->ifname.c_str(), port, strerror(err));
-        *rc = err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS
+        // A port another program holds cannot serve the discriminator, as when
+        // another process serves it.
+        *rc = err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS || err == EADDRINUSE
                   ? VIP_ERROR_RESOURCE
                   : VIP_INVALID_PARAMETER;
         return nullptr;
