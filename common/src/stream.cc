@@ -1,4 +1,5 @@
 // Stream: the public handle, and connecting.
+#include "ends.h"
 #include "stream_impl.h"
 #include "vipl/error.h"
 
@@ -49,7 +50,7 @@ Stream Stream::connect(std::string_view uri, Deadline deadline, std::error_code 
 
 Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                        const StreamOptions &options) {
-    if (uri.port == 0 || options.buffer_size == 0 ||
+    if (!uri.has_discriminator() || options.buffer_size == 0 ||
         options.buffer_size > 0xffffffffu - detail::kHeaderSize) {
         ec = std::make_error_code(std::errc::invalid_argument);
         return {};
@@ -73,6 +74,7 @@ Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                                       detail::as_address(remote), timeout_ms(deadline), &ra);
     switch (static_cast<int>(rc)) {
     case VIP_SUCCESS:
+        detail::vi_ends(impl->vi, uri, false, &impl->local, &impl->peer);
         impl->start();
         return Stream(std::move(impl));
     case VIP_NO_MATCH:
@@ -195,6 +197,16 @@ StreamCounters Stream::counters() const noexcept {
     if (impl_->vi && VipQueryViCounters(impl_->vi, &v) == VIP_SUCCESS)
         c.doorbells = v.DoorbellsRung;
     return c;
+}
+
+const Address &Stream::local_address() const noexcept {
+    static const Address none;
+    return impl_ ? impl_->local : none;
+}
+
+const Address &Stream::peer_address() const noexcept {
+    static const Address none;
+    return impl_ ? impl_->peer : none;
 }
 
 const StreamOptions &Stream::options() const noexcept {

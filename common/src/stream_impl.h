@@ -184,6 +184,7 @@ struct Stream::Impl {
     bool fin_wanted = false;
     bool fin_tx = false;
 
+    Address local, peer;    // as libvipl reported them when the connection was made
     bool connected = false; // start() ran
     bool broken = false;
     std::error_code error; // why the connection broke

@@ -16,7 +16,7 @@ namespace ct {
 const std::vector<std::string> &providers();
 #define CT_PROVIDER() GENERATE(from_range(::ct::providers()))
 
-// Binds a listener on `base` (scheme://host) at a port free for this process.
+// Binds a listener on `base` (scheme://host) at a free port (port 0: the listener picks).
 vipl::Listener bind_free(const std::string &base, const vipl::StreamOptions &o = {});
 
 // Two connected streams in this process (the accept runs on a thread).  Destroying the

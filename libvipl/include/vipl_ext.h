@@ -9,6 +9,9 @@
 
 #include <vipl.h>
 
+#include <sys/socket.h> /* struct sockaddr_storage (VIP_VI_ENDPOINTS) */
+#include <sys/types.h>  /* pid_t, uid_t, gid_t */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -131,6 +134,79 @@ VIP_RETURN VipGetViWaitFd(IN VIP_VI_HANDLE ViHandle, OUT int *Fd);
  * entry.  Child, signal and thread rules as VipGetViWaitFd.
  */
 VIP_RETURN VipGetCQWaitFd(IN VIP_CQ_HANDLE CQHandle, OUT int *Fd);
+
+/*
+ * The same for connection requests: a descriptor that poll/select/epoll
+ * report readable while a request for LocalAddr's discriminator is pending,
+ * that is when VipConnectWait(NicHandle, LocalAddr, 0, ...) would return one.
+ * A server loop waits for it with its other descriptors and then calls
+ * VipConnectWait with Timeout 0; no thread is needed, and the library starts
+ * none for it.
+ *
+ * The call starts serving the discriminator as VipConnectWait does: requests
+ * made from then on are queued.  Repeated calls for one discriminator return
+ * the same descriptor.  A spurious wake-up is possible (a connection whose
+ * request is still on its way or came in part, a request that turns out
+ * malformed or abandoned, on tcp one meant for another discriminator that
+ * shares the port), a missed one is not: a VipConnectWait with Timeout 0 that
+ * returns VIP_TIMEOUT re-arms the descriptor, which stays quiet until
+ * something new arrives (the rest of a request, a new one).
+ *
+ * The descriptor belongs to the NIC: do not close or read it; it is valid
+ * until VipCloseNic.
+ * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER (bad handle, Fd NULL, an address
+ * that is not this NIC's or a discriminator too long), VIP_ERROR_RESOURCE (no
+ * descriptor left, or the discriminator is served by another process or NIC,
+ * as VipConnectWait), VIP_ERROR_NOT_SUPPORTED (a provider without it).
+ * Child: closed in a fork child (the NIC is the parent's); the child may open
+ * its own NIC once the parent gives the discriminator up.
+ * Signal handler: the fd may be polled from one; the call may not be made.
+ * Threads: any; several threads may poll the fd, one VipConnectWait takes
+ * each request.
+ */
+VIP_RETURN VipGetConnWaitFd(IN VIP_NIC_HANDLE NicHandle, IN VIP_NET_ADDRESS *LocalAddr,
+                            OUT int *Fd);
+
+/* ------------------------------------------------------ connection ends */
+
+/* VIP_VI_ENDPOINTS.Kind: which fields of the structure hold. */
+#define VIP_ENDPOINTS_SOCKET 1 /* LocalSocket, RemoteSocket (tcp) */
+#define VIP_ENDPOINTS_LOCAL 2  /* PeerPid, PeerUid, PeerGid: a process of this host (shm) */
+
+/*
+ * The two ends of a VI's connection as the kernel knows them, never as the
+ * peer described itself in its connection request.
+ */
+typedef struct {
+    VIP_UINT32 Kind; /* VIP_ENDPOINTS_SOCKET or VIP_ENDPOINTS_LOCAL */
+    /* SOCKET: getsockname() and getpeername() of the VI's TCP connection. */
+    struct sockaddr_storage LocalSocket;
+    struct sockaddr_storage RemoteSocket;
+    /* LOCAL: the peer process's credentials when the connection was made
+     * (SO_PEERCRED): for the requesting side the process that served the
+     * discriminator, for the accepting side the one that asked.  The peer of
+     * a shareable VI may have forked holders since; they are not listed.
+     * -1 for SOCKET. */
+    pid_t PeerPid;
+    uid_t PeerUid;
+    gid_t PeerGid;
+    /* This NIC's host address (as in VIP_NET_ADDRESS); for LOCAL the peer's
+     * host too. */
+    VIP_UINT16 HostAddressLen;
+    VIP_UINT8 HostAddress[32];
+} VIP_VI_ENDPOINTS;
+
+/*
+ * Fills *Endpoints for a VI that holds a connection (Connected, or in the
+ * Error state before it is disconnected, while the provider still has the
+ * connection).
+ * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER (bad handle, Endpoints NULL),
+ * VIP_INVALID_STATE (no connection: Idle, Pending, or torn down),
+ * VIP_ERROR_NOT_SUPPORTED (a provider without it).
+ * Child: as every VI call (a shareable VI's holders may ask; the answer is
+ * the same in each).  Signal handler: not allowed.  Threads: any.
+ */
+VIP_RETURN VipQueryViEndpoints(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_ENDPOINTS *Endpoints);
 
 /* ---------------------------------------------------------------- counters */
 

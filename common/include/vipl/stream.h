@@ -28,6 +28,7 @@
 // neither use nor destroy the parent's objects (leave with _exit), and may connect anew.
 #pragma once
 
+#include "vipl/address.h"
 #include "vipl/uri.h"
 
 #include <chrono>
@@ -103,9 +104,10 @@ public:
     // Orderly close bounded by options.linger (see close()).
     ~Stream();
 
-    // Connects to a Listener bound to `uri` and waits until the connection is made or the
-    // deadline passes.  Errors: connection_refused (nobody listens), timed_out,
-    // interrupted, host_unreachable, invalid_argument (bad options), vipl codes.
+    // Connects to a Listener bound to `uri` (its port or service name) and waits until the
+    // connection is made or the deadline passes.  Errors: connection_refused (nobody
+    // listens), timed_out, interrupted, host_unreachable, invalid_argument (bad options,
+    // port 0 without a service), vipl codes.
     static Stream connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                           const StreamOptions &options = {});
     // The same from text (parse errors: invalid_argument).
@@ -194,6 +196,13 @@ public:
     // The options in effect (buffer_size as negotiated).
     const StreamOptions &options() const noexcept;
 
+    // This end and the peer's end of the connection, as the kernel reported them when
+    // the connection was made (vipl/address.h): on tcp the socket's own addresses, on
+    // shm the processes' credentials; never what the peer claims.  They stay the same
+    // after the connection breaks.  An empty Address for an empty stream.
+    const Address &local_address() const noexcept;
+    const Address &peer_address() const noexcept;
+
     struct Impl;
 
 private:
@@ -204,8 +213,12 @@ private:
 
 // A bound endpoint that accepts Streams.
 //
-// Threads: one thread at a time.  Signals: accept() returns interrupted when a handler
-// runs while it sleeps.  fork(): as Stream.
+// Threads: one thread at a time (fd() may be polled from any).  Signals: accept() returns
+// interrupted when a handler runs while it sleeps.  fork(): as Stream (a child holds no
+// part of fd() either).
+//
+// A program with its own event loop polls fd() with its other descriptors and calls
+// accept(Deadline{}) when it is readable; no thread is needed, and none is started.
 class Listener {
 public:
     Listener() noexcept;
@@ -216,18 +229,34 @@ public:
     ~Listener(); // pending connection requests are rejected
 
     // Opens the provider's device and starts taking connection requests for the URI's
-    // discriminator (requests made from now on are queued until accept()).  `options`
-    // are those of the accepted streams.  Errors: invalid_argument, address_in_use (the
-    // discriminator is served by another process), vipl codes.
+    // discriminator, its port or service name (requests made from now on are queued
+    // until accept()).  Port 0 without a service picks a free port at random in
+    // 20000..60999 (trying again, a bounded number of times, while the port is in use);
+    // uri() then has it.  `options` are those of the accepted streams.  Errors:
+    // invalid_argument, address_in_use (the discriminator is served by another process,
+    // or its TCP port is taken), vipl codes.
     static Listener bind(const Uri &uri, std::error_code &ec, const StreamOptions &options = {});
     static Listener bind(std::string_view uri, std::error_code &ec,
                          const StreamOptions &options = {});
 
     bool is_open() const noexcept;
+    // The URI bound, with the port chosen when it was 0.
     const Uri &uri() const noexcept;
+    // Where it listens (vipl/address.h): on tcp the NIC's IP address and the port, on shm
+    // this host, the port or service and this process.  Empty for an empty listener.
+    const Address &local_address() const noexcept;
 
-    // Accepts the next connection request, waiting until the deadline (Deadline{} or any
-    // past deadline polls once: timed_out when nobody waits).  Errors: timed_out,
+    // A file descriptor that poll/select/epoll report readable (POLLIN) when accept()
+    // would not block: a connection request is pending.  Spurious readiness is possible
+    // (a request still on its way, one meant for another listener sharing the tcp port),
+    // a missed one is not: an accept() that returned timed_out re-arms it.  Owned by the
+    // listener (never close or read it); -1 for an empty listener.
+    int fd() const noexcept;
+
+    // Accepts the next connection request, waiting until the deadline.  Deadline{} (or
+    // any past deadline) never sleeps: it takes a request that is there, or returns
+    // timed_out; accepting it still waits (at most CONNECT_ACK_MS) for the requester's
+    // last handshake message, which a live requester sends at once.  Errors: timed_out,
     // interrupted, not_connected (empty listener), vipl codes.  A request whose buffer
     // size this side cannot serve is rejected and accept() goes on waiting.
     Stream accept(Deadline deadline, std::error_code &ec);

@@ -87,6 +87,17 @@ VIP_RETURN VipGetCQWaitFd(VIP_CQ_HANDLE CQHandle, int *Fd) {
     });
 }
 
+VIP_RETURN VipQueryViEndpoints(VIP_VI_HANDLE ViHandle, VIP_VI_ENDPOINTS *Endpoints) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !Endpoints) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        if (!vi->prov) return VIP_INVALID_STATE;
+        return vi->nic->ops->vi->endpoints(vi, Endpoints);
+    });
+}
+
 VIP_RETURN VipQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_VI_COUNTERS *Counters) {
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
