@@ -120,6 +120,16 @@ bool write_all(vipl::Stream &s, const std::byte *p, size_t n) {
     return true;
 }
 
+int run_fresh(const std::string &name, const std::vector<std::string> &env, int timeout_s) {
+    int pid = fork();
+    if (pid == 0) {
+        for (const std::string &e : env) putenv(const_cast<char *>(e.c_str()));
+        execl("/proc/self/exe", "vipl-common-tests", name.c_str(), static_cast<char *>(nullptr));
+        _exit(127);
+    }
+    return wait_child(pid, timeout_s);
+}
+
 bool read_exact(vipl::Stream &s, std::byte *p, size_t n, std::chrono::milliseconds each) {
     size_t done = 0;
     while (done < n) {

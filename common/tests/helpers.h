@@ -76,6 +76,10 @@ struct Shared {
     T &operator*() { return *p; }
 };
 
+// Runs the test case `name` of this program in a fresh process (exec) with `env` added
+// ("NAME=value"): for settings libvipl reads once per process.  Its exit code.
+int run_fresh(const std::string &name, const std::vector<std::string> &env, int timeout_s = 60);
+
 // Open descriptors (/proc/self/fd) and mappings (/proc/self/maps) of this process.
 int count_fds();
 int count_maps();

@@ -55,16 +55,13 @@ bool write_record(vipl::Stream &s, uint32_t writer, uint32_t seq, uint32_t len) 
     fill(buf.data() + 16, len, 0, writer * 100003 + seq);
     std::error_code ec;
     // Whole or nothing: a part would let another holder's bytes in between.
-    size_t n = s.write(buf, ec);
-    if (n != buf.size() || ec)
-        std::fprintf(stderr, "write_record %u/%u: %zu of %zu: %s\n", writer, seq, n, buf.size(),
-                     ec.message().c_str());
-    return n == buf.size() && !ec;
+    return s.write(buf, ec) == buf.size() && !ec;
 }
 
 int read_records(vipl::Stream &s, RecordCounts &got) {
     auto fail = [&](int code, const std::string &what) {
         got.bad++;
+        if (code == 12 || code == 13 || code == 15) got.corrupt++;
         std::snprintf(got.error, sizeof got.error, "%s", what.c_str());
         return code;
     };

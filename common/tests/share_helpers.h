@@ -27,11 +27,14 @@ bool write_record(vipl::Stream &s, uint32_t writer, uint32_t seq, uint32_t len);
 struct RecordCounts {
     static constexpr int kWriters = 16;
     std::atomic<uint32_t> records[kWriters];
-    std::atomic<uint32_t> bad;
+    std::atomic<uint32_t> bad;     // any failure
+    std::atomic<uint32_t> corrupt; // a record not whole, or out of order
     char error[200];
 };
 // Reads records until the end of the stream; each must be whole, each writer's numbered
-// in order.  0, or a code (10..) with got.error saying what.
+// in order.  0, or a code with got.error saying what: 10 a read failed between records,
+// 11 and 14 within one (the stream broke), 12, 13 and 15 a record was not whole or out
+// of order (got.corrupt).
 int read_records(vipl::Stream &s, RecordCounts &got);
 
 // Words: the peer writes 8-byte words numbered 0..n-1; readers count what they get.
