@@ -230,6 +230,67 @@ typedef struct {
  */
 VIP_RETURN VipQueryViCounters(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_COUNTERS *Counters);
 
+/* ---------------------------------------------------------- holders */
+
+/*
+ * How many processes hold the VI now, the caller included: 1 for a private
+ * VI, and for a shareable one 1 plus every other live holder (a child forked
+ * a moment ago counts at once; holders that exited, were killed or called
+ * exec() do not, and their places are freed on the way).  A program that
+ * must know whether destroying its VI would end the connection asks this.
+ * The answer may change at once when another holder forks, exits or
+ * destroys its VI.  Returns VIP_SUCCESS, VIP_INVALID_PARAMETER.
+ * Cost: a few system calls per other holder (each one's liveness is checked).
+ * Child: as every VI call.  Signal handler: not allowed.  Threads: any.
+ */
+VIP_RETURN VipQueryViHolders(IN VIP_VI_HANDLE ViHandle, OUT VIP_ULONG *Holders);
+
+/* ---------------------------------------------------------- spinning */
+
+/*
+ * The adaptive spin policy of the library's own waits (VipSendWait,
+ * VipRecvWait), for programs that wait on their own (a loop over Done calls
+ * and the wait fd).  Each VI has one policy state per process, which its
+ * waits and these calls share:
+ *  - the budget is BaseNanoseconds (the waits use VIPL_SPIN_US), halved
+ *    for each spin in a row that found nothing, down to nothing after 10;
+ *  - after 10 misses one wait in 32 at random probes with four times the
+ *    base, so that two peers that both stopped spinning find their way back;
+ *    a win restores the full budget;
+ *  - no budget at all when the transport cannot spin, or when the peer last
+ *    waited on the caller's CPU (this call publishes the caller's CPU to the
+ *    peer as well, where the transport exchanges them: shm does, tcp not).
+ * A spinner looks again and again (a Done, or its own look at the VI),
+ * yields the CPU every YieldEvery looks when that is not 0 (the peer's CPU
+ * is unknown: it may share ours), stops once Nanoseconds have passed, then
+ * reports with VipViSpinOutcome: Won when the answer came while spinning,
+ * VIP_FALSE when it ran out, or when the answer came only after a yield that
+ * let another task run (a peer on this CPU answers a sleeper as well).
+ * A spinner that did not spin (Nanoseconds 0) reports nothing.
+ */
+typedef struct {
+    VIP_UINT64 Nanoseconds;   /* how long to spin now; 0: sleep at once */
+    VIP_ULONG YieldEvery;     /* looks between two sched_yield(); 0: never */
+    VIP_BOOLEAN PeerCpuKnown; /* the transport told where the peer waits */
+} VIP_SPIN_BUDGET;
+
+/*
+ * The spin the policy allows now, with BaseNanoseconds as the full budget
+ * (0: never spin).  Returns VIP_SUCCESS, VIP_INVALID_PARAMETER.
+ * Child: as every VI call (a holder of a shareable VI has its own state).
+ * Signal handler: not allowed.  Threads: any; threads of one process share
+ * the VI's state.
+ */
+VIP_RETURN VipViSpinBudget(IN VIP_VI_HANDLE ViHandle, IN VIP_UINT64 BaseNanoseconds,
+                           OUT VIP_SPIN_BUDGET *Budget);
+
+/*
+ * How a spin planned with VipViSpinBudget ended (see above).  Returns
+ * VIP_SUCCESS, VIP_INVALID_PARAMETER.  Child, signal and thread rules as
+ * VipViSpinBudget.
+ */
+VIP_RETURN VipViSpinOutcome(IN VIP_VI_HANDLE ViHandle, IN VIP_BOOLEAN Won);
+
 /* ------------------------------------------------------- introspection */
 
 typedef struct {
