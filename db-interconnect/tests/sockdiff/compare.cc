@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -200,6 +201,8 @@ int compare_main(const std::string &exe, const std::string &scenario, Family fam
         preloaded.push_back("VIPL_DB_REMOTE=tcp:" + net->address(0) + ":*");
     }
     preloaded.insert(preloaded.end(), both.begin(), both.end());
+    // Its fallbacks and warnings on standard error, shown when something fails.
+    if (!std::getenv("VIPL_DB_LOG")) preloaded.push_back("VIPL_DB_LOG=1");
     std::vector<std::string> args = {"run", scenario, family_name(family)};
     Outcome plain = run_self(exe, args, both);
     args.push_back("--expect-vipl");
