@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstring>
 #include <string>
@@ -134,13 +135,18 @@ __attribute__((visibility("default"))) pid_t fork(void) {
         Inside in;
         for (Held &h : held) {
             SockState st = h.sock->state.load();
-            if (st == SockState::hello_sent || st == SockState::connecting)
+            if (st == SockState::hello_sent || st == SockState::connecting ||
+                st == SockState::accepting)
                 sock_before_fork(h.sock, h.fd);
         }
     }
     // Every lock of ours is taken around the fork, so the child finds none held by a
-    // thread it does not have.
-    for (Held &h : held) h.sock->mu.lock();
+    // thread it does not have (each socket's once: dups share one).
+    std::vector<Sock *> socks;
+    for (Held &h : held) socks.push_back(h.sock);
+    std::sort(socks.begin(), socks.end());
+    socks.erase(std::unique(socks.begin(), socks.end()), socks.end());
+    for (Sock *s : socks) s->mu.lock();
     std::mutex &pools = sock_pool_lock(), &stats = stat_lock(), &ep = epoll_lock();
     pools.lock();
     stats.lock();
@@ -154,7 +160,7 @@ __attribute__((visibility("default"))) pid_t fork(void) {
     ep.unlock();
     stats.unlock();
     pools.unlock();
-    for (Held &h : held) h.sock->mu.unlock();
+    for (Sock *s : socks) s->mu.unlock();
     if (pid == 0) {
         child_after_fork();
         reopen_stats();

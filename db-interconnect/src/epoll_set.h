@@ -42,7 +42,9 @@ struct Member {
     int under_fd = -1;    // what the kernel set watches for it now (-1: nothing)
     int own_fd = -1;      // a duplicate of the stream's descriptor, when a set holds two
     uint32_t under_events = 0;
-    uint64_t tag = 0;
+    int watched2 = -1;     // the second descriptor sock_under asked for (a rendezvous's)...
+    int own_fd2 = -1;      // ...registered through a duplicate of ours, so that we alone end it
+    uint64_t tag = 0;      // data of its registrations: tag, and tag ^ 2 for the second
     bool dirty = true;     // the socket changed: register what it needs now
     bool disabled = false; // EPOLLONESHOT reported
 };

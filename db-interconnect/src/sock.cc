@@ -27,10 +27,6 @@ std::vector<Sock *> g_pool;
 
 constexpr short kAlways = POLLERR | POLLHUP | POLLNVAL;
 
-// How many bytes a client may write before its server decided (a kernel socket takes
-// about as much before a writer blocks).
-constexpr size_t kOutbufMax = 256 * 1024;
-
 } // namespace
 
 std::mutex &sock_pool_lock() {
@@ -106,6 +102,7 @@ static void sock_destroy(Sock *s) noexcept {
         if (ec && ec != std::errc::not_connected)
             VIPL_DB_WARN("closing a vipl connection: %s", ec.message().c_str());
     }
+    s->rendezvous = vipl::Listener();
     if (s->marker_fd >= 0) real().close(s->marker_fd);
     stat_close(s->stat);
     s->stat = nullptr;
@@ -118,8 +115,7 @@ static void sock_destroy(Sock *s) noexcept {
     s->dest = {};
     s->dest_len = 0;
     s->hello = {};
-    s->outbuf.clear();
-    s->outbuf.shrink_to_fit();
+    s->pre_bytes = 0;
     s->members.clear();
     std::lock_guard<std::mutex> g(g_pool_mu);
     g_pool.push_back(s);
@@ -159,19 +155,36 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
             continue;
         }
         case SockState::hello_sent: {
-            *u = {fd, POLLIN, false};
-            short r = 0;
+            // The program writes to the kernel connection meanwhile; the REPLY comes there.
+            *u = {fd, static_cast<short>(POLLIN | (want & POLLOUT)), false};
             if (krev & (POLLIN | POLLERR | POLLHUP)) {
                 std::lock_guard<std::mutex> g(s->mu);
                 Inside in;
                 if (s->state.load() == SockState::hello_sent && client_look(s, fd)) continue;
             }
             if (s->state.load() != SockState::hello_sent) continue;
-            std::lock_guard<std::mutex> g(s->mu);
-            if ((want & POLLOUT) && s->outbuf.size() < kOutbufMax) r |= POLLOUT;
-            return r;
+            return static_cast<short>(krev & (POLLOUT | POLLERR | POLLHUP) & ask);
+        }
+        case SockState::accepting: {
+            // The client's bytes on the kernel connection, and its stream at the
+            // rendezvous (whose listener wakes us when it comes).
+            *u = {fd, static_cast<short>(want & (POLLIN | POLLOUT)), false, s->rendezvous.fd()};
+            {
+                std::lock_guard<std::mutex> g(s->mu);
+                Inside in;
+                if (s->state.load() == SockState::accepting && accept_step(s, fd, Deadline{}))
+                    continue;
+            }
+            if (s->state.load() != SockState::accepting) continue;
+            return static_cast<short>(krev & ask);
         }
         case SockState::vipl: {
+            if (s->pre_bytes > 0) {
+                // The client's first bytes are still on the kernel connection.
+                *u = {fd, POLLIN, false};
+                short out = static_cast<short>(s->stream.events() & POLLOUT);
+                return static_cast<short>(((krev & POLLIN) | out) & ask);
+            }
             *u = {s->stream.fd(), POLLIN, true};
             short ev = s->stream.events();
             if (s->shut_rd) ev |= POLLIN | POLLRDHUP;
@@ -191,8 +204,11 @@ Under sock_under(Sock *s, int fd, short want) noexcept {
     case SockState::connecting:
         return {fd, static_cast<short>(POLLOUT | (want & POLLIN)), false};
     case SockState::hello_sent:
-        return {fd, POLLIN, false};
+        return {fd, static_cast<short>(POLLIN | (want & POLLOUT)), false};
+    case SockState::accepting:
+        return {fd, static_cast<short>(want & (POLLIN | POLLOUT)), false, s->rendezvous.fd()};
     case SockState::vipl:
+        if (s->pre_bytes > 0) return {fd, POLLIN, false};
         return {s->stream.fd(), POLLIN, true};
     default:
         return {fd, want, false};
@@ -214,6 +230,11 @@ void sock_before_fork(Sock *s, int fd) noexcept {
     std::lock_guard<std::mutex> g(s->mu);
     Inside in;
     SockState st = s->state.load();
+    if (st == SockState::accepting) {
+        // The rendezvous is this process's: take the stream now, or stay on the kernel.
+        accept_step(s, fd, s->rendezvous_until);
+        return;
+    }
     if (st == SockState::connecting) {
         // No hello went out: the connection simply stays on the kernel in both.
         s->state.store(SockState::plain);

@@ -8,16 +8,21 @@
 //   listening    a listener VIPL_DB_LISTEN selects; it publishes a marker (marker.h), and
 //                the connections it accepts start undecided
 //   connecting   client, a non-blocking connect to a candidate destination in progress
-//   hello_sent   client, HELLO written; the program's writes wait in `outbuf` until the
-//                REPLY (or the server's own first bytes) decide
+//   hello_sent   client, HELLO written, REPLY not read yet; the program's writes go to the
+//                kernel connection meanwhile, counted (pre_bytes): once the stream is up,
+//                its first bytes tell the server how many to read there first
 //   undecided    server, accepted: the first bytes the client sent are not seen yet
+//   accepting    server, REPLY written: the client's stream comes to the rendezvous when
+//                the client has read it; until then the program reads the client's bytes
+//                on the kernel connection (counted in pre_bytes), and a write waits for
+//                the stream (bounded: then both stay on the kernel)
 //   strip_hello  server, decided for the kernel by writing before reading: a HELLO that
 //                arrives first is dropped unanswered (the client then stays on the kernel)
-//   strip_reply  client that gave up waiting (fork, close): its bytes go to the kernel,
-//                and a REPLY that arrives first is dropped (the server, getting no stream,
-//                stays on the kernel too)
+//   strip_reply  client that gave up waiting (fork): a REPLY that arrives first is dropped
+//                (the server, getting no stream, stays on the kernel too)
 //   plain        the kernel connection carries the bytes; nothing more to decide
 //   vipl         the stream carries the bytes; the kernel connection stays open, idle
+//                (a server first reads there the pre_bytes its client wrote before)
 // A decision is made in the process that makes the call, at the first call that needs
 // it; fork waits for a client's decision in progress (fork.cc), so that parent and child
 // never decide apart.  A connection that has carried no byte when its process forks is
@@ -52,6 +57,7 @@ enum class SockState : uint8_t {
     connecting,
     hello_sent,
     undecided,
+    accepting,
     strip_hello,
     strip_reply,
     plain,
@@ -82,7 +88,13 @@ struct Sock : File {
     socklen_t dest_len = 0;
     Provider provider = Provider::shm;
     Hello hello;
-    std::vector<uint8_t> outbuf;
+    // Bytes of the program's that travel on the kernel connection before the stream's:
+    // a client counts what it wrote while waiting for the REPLY; a server, what it still
+    // has to read there (the stream's first bytes say how many).
+    uint64_t pre_bytes = 0;
+    // accepting
+    vipl::Listener rendezvous;
+    std::chrono::steady_clock::time_point rendezvous_until{};
     std::chrono::steady_clock::time_point neg_deadline{};
     // vipl
     vipl::Stream stream;
@@ -115,9 +127,10 @@ int sock_shutdown(Sock *s, int fd, int how) noexcept;
 // --- readiness (poll.cc, epoll_set.cc)
 // What to sleep on for `want` (poll bits): the kernel connection or the stream's fd.
 struct Under {
-    int fd;
-    short events;
-    bool stream; // the fd is the stream's: its readiness says "look again", not the events
+    int fd = -1;
+    short events = 0;
+    bool stream = false; // the fd is the stream's: its readiness says "look again"
+    int fd2 = -1;        // a second one: a rendezvous's listener (readiness: look again)
 };
 // Looks at the socket now, making progress (a negotiation step whose answer has come,
 // the stream's completions); returns the poll bits that hold for `want` (plus POLLERR,

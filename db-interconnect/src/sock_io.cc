@@ -2,6 +2,7 @@
 #include "sock.h"
 
 #include "config.h"
+#include "epoll_set.h"
 #include "kernel_io.h"
 #include "negotiate.h"
 #include "real.h"
@@ -20,8 +21,6 @@
 namespace vipl::db {
 
 namespace {
-
-constexpr size_t kOutbufMax = 256 * 1024;
 
 size_t iov_total(const iovec *iov, int n) {
     size_t t = 0;
@@ -66,6 +65,11 @@ SockState settle(Sock *s, int fd, bool writing) {
             continue;
         case SockState::undecided:
             if (!server_look(s, fd, writing)) return st;
+            continue;
+        case SockState::accepting:
+            // A write waits for the client's stream (the client, waiting for an answer,
+            // reads the REPLY and comes): bounded by the rendezvous's deadline.
+            if (!accept_step(s, fd, writing ? s->rendezvous_until : Deadline{})) return st;
             continue;
         case SockState::strip_hello:
         case SockState::strip_reply:
@@ -114,6 +118,38 @@ ssize_t vipl_peek(Sock *s, const iovec *iov, int iovcnt, size_t total, Deadline 
         off += k;
     }
     return static_cast<ssize_t>(n);
+}
+
+// The client's bytes from before the stream, still on the kernel connection: read there
+// first (at most as many as it wrote there), with the program's own flags and blocking.
+ssize_t pre_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) {
+    iovec v[8];
+    int n = 0;
+    uint64_t left = s->pre_bytes;
+    for (int i = 0; i < iovcnt && n < 8 && left > 0; ++i) {
+        size_t k = static_cast<size_t>(std::min<uint64_t>(iov[i].iov_len, left));
+        if (!k) continue;
+        v[n++] = {iov[i].iov_base, k};
+        left -= k;
+    }
+    msghdr m{};
+    m.msg_iov = v;
+    m.msg_iovlen = static_cast<size_t>(n);
+    ssize_t r = real().recvmsg(fd, &m, flags & ~MSG_WAITALL);
+    if (r == 0 && n > 0) {
+        // The kernel connection ended before the bytes announced: the client went.
+        errno = ECONNRESET;
+        return -1;
+    }
+    if (r > 0 && !(flags & MSG_PEEK)) {
+        s->pre_bytes -= static_cast<uint64_t>(r);
+        if (s->pre_bytes == 0) epoll_sock_changed(s); // from now on: the stream's fd
+        if (s->stat) {
+            stat_add(s->stat->calls_in, 1);
+            stat_add(s->stat->bytes_in, static_cast<uint64_t>(r));
+        }
+    }
+    return r;
 }
 
 ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uint32_t mark) {
@@ -233,8 +269,10 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
 ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept {
     uint32_t mark = t_state.interrupts_no_restart;
     // Riding vipl is final: no lock is needed to know it.
-    if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale)
+    if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale) {
+        if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
         return vipl_recv(s, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
+    }
     Deadline dl = Deadline::max();
     bool first = true;
     for (;;) {
@@ -248,18 +286,44 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
             if (first) dl = timeout_deadline(s->rcv_timeout_ms);
             first = false;
             st = settle(s, fd, false);
+            if (st == SockState::accepting) {
+                // Until the client's stream comes, its bytes arrive on the kernel
+                // connection: the program reads them as they are, counted (under the lock:
+                // the stream's prologue says how many came this way).
+                msghdr m{};
+                m.msg_iov = const_cast<iovec *>(iov);
+                m.msg_iovlen = static_cast<size_t>(iovcnt);
+                ssize_t n = real().recvmsg(fd, &m, flags | MSG_DONTWAIT);
+                if (n > 0 && !(flags & MSG_PEEK)) {
+                    s->pre_bytes += static_cast<uint64_t>(n);
+                    if (s->stat) {
+                        stat_add(s->stat->calls_in, 1);
+                        stat_add(s->stat->bytes_in, static_cast<uint64_t>(n));
+                    }
+                }
+                if (n == 0) {
+                    // The client left without coming: the connection ends on the kernel.
+                    s->state.store(SockState::plain);
+                    epoll_sock_changed(s);
+                    s->rendezvous = vipl::Listener();
+                }
+                if (n >= 0 || errno != EAGAIN || nb) return n;
+            }
         }
         if (st == SockState::vipl) {
             Inside in;
+            if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
             return vipl_recv(s, iov, iovcnt, flags, nb, mark);
         }
-        if (!waiting_for_peer(st)) return kKernel;
+        if (st != SockState::accepting && !waiting_for_peer(st)) return kKernel;
         if (nb) {
             errno = EAGAIN;
             return -1;
         }
-        int r = kwait(fd, POLLIN, dl);
-        if (r == 0) {
+        int r = st == SockState::accepting
+                    ? kwait2(fd, s->rendezvous.fd(), std::min(dl, s->rendezvous_until))
+                    : kwait(fd, POLLIN, dl);
+        if (r == 0 && Clock::now() >= dl) {
             errno = EAGAIN;
             return -1;
         }
@@ -284,21 +348,23 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
             if (first) dl = timeout_deadline(s->snd_timeout_ms);
             first = false;
             st = settle(s, fd, true);
-            if (st == SockState::hello_sent && s->outbuf.size() < kOutbufMax) {
-                // Taken as the kernel would take it into its buffer; it leaves once the
-                // server has decided.
-                size_t room = kOutbufMax - s->outbuf.size(), n = 0;
-                for (int i = 0; i < iovcnt && n < room; ++i) {
-                    size_t k = std::min(iov[i].iov_len, room - n);
-                    auto *p = static_cast<const uint8_t *>(iov[i].iov_base);
-                    s->outbuf.insert(s->outbuf.end(), p, p + k);
-                    n += k;
+            if (st == SockState::hello_sent) {
+                // Before the decision the bytes go to the kernel connection, counted: the
+                // server reads that many there before the stream (hello.h).  Without
+                // waiting under the lock: the REPLY may need it.
+                msghdr m{};
+                m.msg_iov = const_cast<iovec *>(iov);
+                m.msg_iovlen = static_cast<size_t>(iovcnt);
+                ssize_t n = real().sendmsg(fd, &m, flags | MSG_DONTWAIT);
+                if (n > 0) {
+                    s->pre_bytes += static_cast<uint64_t>(n);
+                    if (s->stat) {
+                        stat_add(s->stat->calls_out, 1);
+                        stat_add(s->stat->bytes_out, static_cast<uint64_t>(n));
+                    }
+                    return n;
                 }
-                if (s->stat) {
-                    stat_add(s->stat->calls_out, 1);
-                    stat_add(s->stat->bytes_out, n);
-                }
-                return static_cast<ssize_t>(n);
+                if (n == 0 || errno != EAGAIN || nb) return n;
             }
         }
         if (st == SockState::vipl) {
@@ -306,12 +372,9 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
             return vipl_send(s, iov, iovcnt, flags, nb, mark);
         }
         if (st != SockState::hello_sent) return kKernel;
-        if (nb) {
-            errno = EAGAIN;
-            return -1;
-        }
-        // The client's buffer is full and its server has not decided: wait for its answer.
-        int r = kwait(fd, POLLIN, dl);
+        // The kernel connection is full and its server has not decided: wait for room
+        // or for its answer.
+        int r = kwait(fd, POLLIN | POLLOUT, dl);
         if (r == 0) {
             errno = EAGAIN;
             return -1;
@@ -321,7 +384,8 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
 }
 
 int sock_readable_bytes(Sock *s) noexcept {
-    if (s->state.load() != SockState::vipl) return -1;
+    // Bytes still on the kernel connection: the kernel counts them.
+    if (s->state.load() != SockState::vipl || s->pre_bytes > 0) return -1;
     Inside in;
     if (s->shut_rd) return 0;
     size_t n = s->stream.readable_bytes();
