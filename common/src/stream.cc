@@ -168,6 +168,16 @@ void Stream::shutdown_write(std::error_code &ec) {
     impl_->shutdown_write();
 }
 
+void Stream::shutdown_read(std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return;
+    }
+    ec.clear();
+    Impl::Guard g(*impl_);
+    impl_->shutdown_read();
+}
+
 std::error_code Stream::close(Deadline deadline) {
     if (!impl_) return not_connected();
     std::error_code ec = impl_->close(deadline);
@@ -182,6 +192,42 @@ void Stream::abort() noexcept {
 
 bool Stream::shared_with_others() const noexcept {
     return is_open() && impl_->shared_with_others();
+}
+
+void Stream::finish() noexcept {
+    if (!is_open()) return;
+    Impl::Guard g(*impl_);
+    impl_->finish();
+}
+
+bool Stream::finished() noexcept {
+    if (!is_open()) return true;
+    Impl::Guard g(*impl_);
+    return impl_->finished();
+}
+
+std::error_code Stream::flush(Deadline deadline) noexcept {
+    if (!is_open()) return not_connected();
+    Impl::Guard g(*impl_);
+    Impl::State &t = *impl_->st;
+    std::error_code ec = impl_->wait_until(
+        [&] { return t.broken || (t.pending.empty() && t.free_slots.size() == impl_->nsend); },
+        deadline);
+    if (!ec && t.broken && !t.pending.empty()) ec = t.error;
+    return ec;
+}
+
+bool Stream::peer_closed() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    return impl_->st->peer_closed;
+}
+
+bool Stream::peer_unread() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    const Impl::State &t = *impl_->st;
+    return t.credits < t.credits_max;
 }
 
 int Stream::fd() const noexcept {

@@ -271,8 +271,8 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     // A shareable stream asked for no rts (kFlagNoRts): one is a broken protocol.
     bool ok = got >= kHeaderSize && h.length == got - kHeaderSize && h.length == want &&
               (h.kind != Kind::data || h.length > 0) &&
-              (h.kind >= Kind::data && h.kind <= Kind::rts_done) &&
-              !(shared && h.kind == Kind::rts) && !t.rq.full();
+              (h.kind >= Kind::data && h.kind <= Kind::stop) && !(shared && h.kind == Kind::rts) &&
+              !t.rq.full();
     if (!ok) {
         set_broken(std::make_error_code(std::errc::protocol_error));
         VipDisconnect(vi);
@@ -280,7 +280,10 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     }
     t.heard = true;
     if (h.flags & detail::kFlagNoRts) t.peer_no_rts = true;
-    t.credits += h.credits;
+    // A peer grants at most what it has buffers for: a larger sum is a broken (or
+    // hostile) peer, whose own buffers it would overrun; it must not wrap our count.
+    t.credits = std::min<uint32_t>(t.credits + h.credits, 1u << 20);
+    if (t.credits > t.credits_max) t.credits_max = t.credits;
     if (h.kind == Kind::data) {
         t.stats.messages_in++;
         t.stats.bytes_in += h.length;
@@ -310,12 +313,16 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     }
     t.stats.control_in++;
     if (h.kind == Kind::fin) {
+        if (h.flags & detail::kFlagClosed) t.peer_closed = true;
         t.fin_rx = true;
         t.need_fin_ack = true;
     } else if (h.kind == Kind::fin_ack) {
         t.fin_ack_rx = true;
     } else if (h.kind == Kind::rts_done && t.rts_posted > 0) {
         t.rts_posted--;
+    } else if (h.kind == Kind::stop) {
+        t.peer_stopped = true;
+        changed(); // a writer waiting for credits must fail now
     }
     repost(slot);
 }
@@ -390,6 +397,11 @@ bool Stream::Impl::front_ready(bool direct) const {
 
 size_t Stream::Impl::room() const {
     const State &t = *st;
+    if (!opt.hold_back) {
+        // Only what can be sent at once: a free buffer and a credit for each.
+        size_t sendable = t.credits > t.pending.size() ? t.credits - t.pending.size() : 0;
+        return std::min<size_t>(t.free_slots.size(), sendable) * payload;
+    }
     size_t n = static_cast<size_t>(t.free_slots.size()) * payload;
     if (!t.pending.empty() && !t.pending.back().zc) n += payload - t.pending.back().len;
     return n;
@@ -433,7 +445,9 @@ bool Stream::Impl::send_control(Kind kind) {
     if (t.broken || t.free_ctl.empty()) return false;
     uint32_t i = t.free_ctl.back();
     uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(t.owed, 0xffff));
-    detail::encode(cbuf(i), {kind, c, 0, header_flags()});
+    uint8_t flags = header_flags();
+    if (kind == Kind::fin && t.discarding) flags |= detail::kFlagClosed;
+    detail::encode(cbuf(i), {kind, c, 0, flags});
     VIP_DESCRIPTOR *d = &sdesc[nsend + i];
     fill(d, cbuf(i), kHeaderSize, mh);
     VIP_RETURN rc = VipPostSend(vi, d, mh);
@@ -452,6 +466,7 @@ void Stream::Impl::post_control() {
     if (t.broken) return;
     if (t.need_fin_ack && send_control(Kind::fin_ack)) t.need_fin_ack = false;
     while (t.need_rts_done > 0 && send_control(Kind::rts_done)) t.need_rts_done--;
+    if (t.stop_wanted && !t.stop_tx && send_control(Kind::stop)) t.stop_tx = true;
     // Batching keeps the peer's unprocessed credit messages within kCtlSlots (see header).
     if (t.owed >= batch) send_control(Kind::credit);
     if (t.fin_wanted && !t.fin_tx && t.pending.empty() && send_control(Kind::fin)) t.fin_tx = true;

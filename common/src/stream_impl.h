@@ -55,7 +55,8 @@ namespace vipl {
 VIP_ULONG timeout_ms(Deadline deadline);
 
 struct Stream::Impl {
-    static constexpr uint32_t kCtlSlots = 8;
+    static constexpr uint32_t kCtlSlots =
+        9; // see the header: credits, fin, fin-ack, rts-dones, stop
     static constexpr uint32_t kCtlBufSize = 64;
     static constexpr uint32_t kRtsMax = 2;             // regions offered at a time
     static constexpr uint32_t kRegionMax = 512 * 1024; // bytes per region
@@ -95,6 +96,7 @@ struct Stream::Impl {
         detail::Ring<Msg> rq; // data taken off the VI, not yet read
         uint32_t owed = 0;    // credits to return to the peer
         bool fin_rx = false;
+        bool peer_closed = false; // the fin said the peer closed (kFlagClosed)
         bool fin_ack_rx = false;
         bool need_fin_ack = false;
         bool discarding = false; // closing: data is dropped as it arrives
@@ -104,6 +106,7 @@ struct Stream::Impl {
 
         // Send side.
         uint32_t credits = 0;               // data messages we may send
+        uint32_t credits_max = 0;           // the most the peer ever granted at once
         detail::Stack<uint32_t> free_slots; // data send buffers
         detail::Stack<uint32_t> free_ctl;   // control send buffers
         detail::Ring<Out> pending;          // written, not posted yet (no credit)
@@ -112,6 +115,9 @@ struct Stream::Impl {
         bool peer_no_rts = false;           // the peer asked for no zero copy
         bool fin_wanted = false;
         bool fin_tx = false;
+        bool stop_wanted = false; // shutdown_read(): a stop goes out (once)
+        bool stop_tx = false;
+        bool peer_stopped = false; // the peer reads no more: writes fail
 
         bool connected = false; // start() ran
         bool broken = false;
@@ -181,7 +187,9 @@ struct Stream::Impl {
     size_t room() const;
     // write() would accept a byte, or fail at once.
     bool writable() const {
-        return st->broken || st->fin_wanted || !st->free_slots.empty() ||
+        if (st->broken || st->fin_wanted || st->peer_stopped) return true;
+        if (!opt.hold_back) return !st->free_slots.empty() && st->credits > st->pending.size();
+        return !st->free_slots.empty() ||
                (!st->pending.empty() && !st->pending.back().zc && st->pending.back().len < payload);
     }
     // The state as poll() bits (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR).
@@ -211,9 +219,12 @@ struct Stream::Impl {
     bool pullable() const;
     void pull_regions();
     void shutdown_write();
+    void shutdown_read();
     // Orderly close in the last holder; in a holder with others alive, only this
     // process's copy goes (leave).  The Impl is empty afterwards.
     std::error_code close(Deadline deadline);
+    void finish();   // the first step of the orderly close (no waiting)
+    bool finished(); // the peer took everything, or the connection is over
     // Drops the connection for every holder at once, then this process's copy.
     void abort() noexcept;
     // Whether live processes other than this one hold the stream (shareable only).
@@ -248,6 +259,7 @@ struct Stream::Impl {
         return pulled.empty() || pulled[m.slot].empty() ? rbuf(m.slot) : pulled[m.slot].data();
     }
     uint8_t header_flags() const { return shared ? detail::kFlagNoRts : 0; }
+    // A fin from close() or finish() says so (discarding: nobody reads any more here).
 
     std::shared_ptr<detail::Nic> nic;
     StreamOptions opt;

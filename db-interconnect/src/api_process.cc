@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -126,6 +127,7 @@ __attribute__((visibility("default"))) pid_t fork(void) {
         if (p == 0) {
             child_after_fork();
             reopen_stats();
+            linger_after_fork_child();
         }
         return p;
     }
@@ -164,6 +166,7 @@ __attribute__((visibility("default"))) pid_t fork(void) {
     if (pid == 0) {
         child_after_fork();
         reopen_stats();
+        linger_after_fork_child();
     }
     for (Held &h : held) file_release(h.sock);
     errno = saved;
@@ -293,30 +296,34 @@ __attribute__((visibility("default"))) int siginterrupt(int sig, int flag) {
 
 namespace {
 
+// At exit, the kernel would deliver what the program wrote and then end its connections:
+// every stream still open finishes (others holding it keep it), then all are waited for
+// together (linger.cc).
 void close_at_exit(int fd, File *f, void *) {
     Sock *s = as_sock(f);
     if (!s || s->state.load() != SockState::vipl || !file_try_acquire(s)) return;
     {
         std::lock_guard<std::mutex> g(s->mu);
-        Inside in;
-        if (s->stream.is_open()) {
-            // The bytes this process wrote reach the peer before it sees the end, as
-            // the kernel would deliver them after an exit.
-            s->stream.close(vipl::deadline_in(std::chrono::milliseconds(config().linger_ms)));
-        }
+        if (s->stream.is_open()) linger_stream(std::move(s->stream));
     }
     file_release(s);
 }
 
 __attribute__((constructor)) void vipl_db_init() {
     real();
+    // A stream's bytes in flight (DB_RECV_BUFFERS x DB_BUFFER_SIZE) must fit the shm
+    // ring, so that a writer's posts are in the ring when its send returns and the
+    // reader needs nothing more of it; libvipl's default ring (8 KiB) is for messages.
+    if (!getenv("VIPL_SHM_RING_SIZE")) setenv("VIPL_SHM_RING_SIZE", "1048576", 0);
     config();
     for (const std::string &p : config_problems()) VIPL_DB_ERROR("%s", p.c_str());
     save_env();
 }
 
 __attribute__((destructor)) void vipl_db_fini() {
-    if (config().enable) fd_for_each(close_at_exit, nullptr);
+    if (!config().enable) return;
+    fd_for_each(close_at_exit, nullptr);
+    linger_at_exit();
 }
 
 } // namespace

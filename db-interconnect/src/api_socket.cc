@@ -199,6 +199,7 @@ __attribute__((visibility("default"))) int close(int fd) {
     File *old = fd_remove(fd);
     int r = real().close(fd);
     int saved = errno;
+    linger_reap();
     if (old)
         guarded(
             [&] {

@@ -162,6 +162,8 @@ vipl::StreamOptions stream_options() {
     o.linger = std::chrono::milliseconds(c.linger_ms);
     o.shareable = true;
     o.ready_fd = false;
+    // What send() took is on its way without another call, as a socket's is.
+    o.hold_back = false;
     return o;
 }
 

@@ -96,12 +96,9 @@ void sock_untrack(Sock *s, int fd) noexcept {
 static void sock_destroy(Sock *s) noexcept {
     Inside in;
     epoll_sock_gone(s);
-    if (s->stream.is_open()) {
-        std::error_code ec =
-            s->stream.close(vipl::deadline_in(std::chrono::milliseconds(config().linger_ms)));
-        if (ec && ec != std::errc::not_connected)
-            VIPL_DB_WARN("closing a vipl connection: %s", ec.message().c_str());
-    }
+    // The last close of a socket returns at once, as the kernel's does; the stream
+    // finishes delivering what was written by itself (linger.cc).
+    if (s->stream.is_open()) linger_stream(std::move(s->stream));
     s->rendezvous = vipl::Listener();
     if (s->marker_fd >= 0) real().close(s->marker_fd);
     stat_close(s->stat);
@@ -110,6 +107,7 @@ static void sock_destroy(Sock *s) noexcept {
     s->state.store(SockState::fresh, std::memory_order_relaxed);
     s->family = 0;
     s->nonblock = s->flags_stale = s->shut_rd = s->shut_wr = false;
+    s->reset_told = s->send_failed = false;
     s->rcv_timeout_ms = s->snd_timeout_ms = 0;
     s->remote_rule = false;
     s->dest = {};
@@ -131,6 +129,27 @@ void file_destroy(File *f) noexcept {
 }
 
 // ------------------------------------------------------------------ readiness
+
+// A stream's readiness as the kernel reports a socket's.  The stream knows less than a
+// kernel connection about how it ended: a peer that closed (kFlagClosed) or died hangs
+// up a unix socket; a TCP one hangs up only once both directions are shut, or with an
+// error (a reset) when the peer left data of ours unread.
+short vipl_events(Sock *s) noexcept {
+    short ev = s->stream.events();
+    if (ev & POLLERR) {
+        // Broken: the peer died (or reset).  The error shows until a read reported it.
+        short r = POLLIN | POLLOUT | POLLRDHUP;
+        if (!s->reset_told && s->stream.peer_unread())
+            r |= POLLERR | POLLHUP;
+        else if (s->family == AF_UNIX || s->send_failed || s->shut_wr)
+            r |= POLLHUP;
+        return r;
+    }
+    if ((ev & POLLRDHUP) && s->family == AF_UNIX && s->stream.peer_closed()) ev |= POLLHUP;
+    if (s->shut_rd) ev |= POLLIN | POLLRDHUP;
+    if (s->shut_rd && s->shut_wr) ev |= POLLHUP; // both directions shut here
+    return ev;
+}
 
 short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
     short ask = static_cast<short>(want | kAlways);
@@ -186,9 +205,7 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
                 return static_cast<short>(((krev & POLLIN) | out) & ask);
             }
             *u = {s->stream.fd(), POLLIN, true};
-            short ev = s->stream.events();
-            if (s->shut_rd) ev |= POLLIN | POLLRDHUP;
-            return static_cast<short>(ev & ask);
+            return static_cast<short>(vipl_events(s) & ask);
         }
         default:
             // The kernel connection's own readiness is the truth.

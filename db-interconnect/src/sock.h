@@ -79,6 +79,8 @@ struct Sock : File {
     int snd_timeout_ms = 0;
     bool shut_rd = false;
     bool shut_wr = false;
+    bool reset_told = false;  // a broken stream's reset was reported once (then: end)
+    bool send_failed = false; // a send found the connection gone (TCP then hangs up)
 
     // listening
     int marker_fd = -1;
@@ -137,6 +139,8 @@ struct Under {
 // POLLHUP, POLLRDHUP as the kernel reports them), and what to sleep on otherwise.
 // `kernel_revents`: what a poll of the kernel connection just reported (0: not polled).
 short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under) noexcept;
+// A vipl socket's readiness as the kernel would report it (see sock.cc).
+short vipl_events(Sock *s) noexcept;
 // What to sleep on in the socket's present state, without looking at it (no lock taken).
 Under sock_under(Sock *s, int fd, short want) noexcept;
 // What libvipl's spin policy allows a waiter on this socket now (none unless it rides a
@@ -148,6 +152,20 @@ struct SpinOf {
     Sock *s;
     void spin_outcome(bool won) const { sock_spin_outcome(s, won); }
 };
+
+// --- the end of a connection without waiting for the peer (linger.cc)
+// Closes a stream as the last close of its socket does: at once when other processes
+// hold it too; else the end of stream goes out now and the stream lingers until the
+// peer has taken everything (bounded by VIPL_DB_LINGER_MS), as the kernel would
+// deliver for a socket closed before its peer read it.
+void linger_stream(vipl::Stream &&s) noexcept;
+// Drops lingering streams that are done (any call of the interposer may; cheap when
+// none linger).
+void linger_reap() noexcept;
+// At exit: waits (bounded) until every lingering stream and every stream still open is
+// taken by its peer.  After fork, the child drops its copies of the parent's.
+void linger_at_exit() noexcept;
+void linger_after_fork_child() noexcept;
 
 // --- process events
 std::mutex &sock_pool_lock();

@@ -158,8 +158,11 @@ ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
         return -1;
     }
     size_t total = iov_total(iov, iovcnt);
-    if (s->shut_rd || total == 0) return 0;
-    Deadline dl = nb ? Deadline{} : timeout_deadline(s->rcv_timeout_ms);
+    if (total == 0) return 0;
+    // Shut for reading: a unix socket reads nothing more; a TCP one still gives what
+    // comes, but never waits (the end of stream instead).
+    if (s->shut_rd && (s->family == AF_UNIX || s->stream.readable_bytes() == 0)) return 0;
+    Deadline dl = nb || s->shut_rd ? Deadline{} : timeout_deadline(s->rcv_timeout_ms);
     if (flags & MSG_PEEK) return vipl_peek(s, iov, iovcnt, total, dl, mark);
     bool all = (flags & MSG_WAITALL) && !nb;
     size_t got = 0, off = 0;
@@ -187,7 +190,16 @@ ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             }
             continue;
         }
-        errno = would_block(ec) ? EAGAIN : ECONNRESET;
+        if (would_block(ec)) {
+            errno = EAGAIN;
+            return -1;
+        }
+        // The connection broke (the peer died or reset): a reset once if the peer left
+        // data of ours unread, as the kernel reports it, then the end of stream.
+        bool reset = !s->reset_told && s->stream.peer_unread();
+        s->reset_told = true;
+        if (!reset) return 0;
+        errno = ECONNRESET;
         return -1;
     }
     if (s->stat) {
@@ -195,22 +207,6 @@ ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
         stat_add(s->stat->bytes_in, got);
     }
     return static_cast<ssize_t>(got);
-}
-
-// A blocking send returns once the stream holds nothing back, as a kernel socket's
-// returns once its buffer has the bytes: data held for credits leaves only inside a call.
-void wait_flushed(Sock *s, Deadline dl) {
-    std::error_code ec;
-    for (int i = 0; i < 1000000 && s->stream.holds_back(); ++i) {
-        s->stream.progress(ec);
-        if (ec || !s->stream.holds_back()) return;
-        s->stream.events();
-        if (kwait(s->stream.fd(), POLLIN,
-                  std::min(dl, Clock::now() + std::chrono::milliseconds(50))) < 0 &&
-            errno == EINTR)
-            return;
-        if (Clock::now() >= dl) return;
-    }
 }
 
 ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uint32_t mark) {
@@ -225,6 +221,21 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
     }
     size_t total = iov_total(iov, iovcnt);
     Deadline dl = nb ? Deadline{} : timeout_deadline(s->snd_timeout_ms);
+    // A gathered send is one piece for the peer, as the kernel makes one of it: up to a
+    // buffer's worth, gather it into one write.
+    thread_local std::vector<std::byte> t_gather;
+    iovec one;
+    if (iovcnt > 1 && total <= 64 * 1024) {
+        t_gather.resize(total);
+        size_t at = 0;
+        for (int k = 0; k < iovcnt; ++k) {
+            if (iov[k].iov_len) std::memcpy(t_gather.data() + at, iov[k].iov_base, iov[k].iov_len);
+            at += iov[k].iov_len;
+        }
+        one = {t_gather.data(), total};
+        iov = &one;
+        iovcnt = 1;
+    }
     size_t got = 0, off = 0;
     int i = 0;
     std::error_code ec;
@@ -252,11 +263,19 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             errno = EAGAIN;
             return -1;
         }
+        s->send_failed = true;
         raise_sigpipe(flags);
         errno = EPIPE;
         return -1;
     }
-    if (!nb && got > 0) wait_flushed(s, dl);
+    if (!nb && got > 0) {
+        // A blocking send returns once its bytes are in the transport, as a socket's
+        // returns once the kernel has them: nothing then needs another call of ours.
+        for (;;) {
+            std::error_code f = s->stream.flush(dl);
+            if (f != errc(std::errc::interrupted) || t_state.interrupts_no_restart != mark) break;
+        }
+    }
     if (s->stat) {
         stat_add(s->stat->calls_out, 1);
         stat_add(s->stat->bytes_out, got);
@@ -387,7 +406,7 @@ int sock_readable_bytes(Sock *s) noexcept {
     // Bytes still on the kernel connection: the kernel counts them.
     if (s->state.load() != SockState::vipl || s->pre_bytes > 0) return -1;
     Inside in;
-    if (s->shut_rd) return 0;
+    if (s->shut_rd && s->family == AF_UNIX) return 0;
     size_t n = s->stream.readable_bytes();
     return static_cast<int>(std::min<size_t>(n, 0x7fffffff));
 }
@@ -417,7 +436,14 @@ int sock_shutdown(Sock *s, int fd, int how) noexcept {
         s->stream.shutdown_write(ec);
         s->shut_wr = true;
     }
-    if (how != SHUT_WR) s->shut_rd = true;
+    if (how != SHUT_WR && !s->shut_rd) {
+        s->shut_rd = true;
+        // A unix socket's peer learns it (its writes fail); a TCP one's does not.
+        if (s->family == AF_UNIX) {
+            std::error_code ec;
+            s->stream.shutdown_read(ec);
+        }
+    }
     return 0;
 }
 

@@ -98,6 +98,12 @@ struct StreamOptions {
     // wait fd itself and the stream keeps no eventfd: no system call on the data path,
     // and readiness is the caller's business through events() (see fd()).
     bool ready_fd = true;
+    // Whether write() may take bytes that wait for the peer's credits (coalesced, sent by a
+    // later call as credits come).  false: write() takes only what it can send at once, so
+    // every byte it accepted is on its way without another call of this stream, as a
+    // socket's are once send() returned (a writer then gets operation_would_block, or
+    // waits, while the peer has no room).  The socket interposer wants that.
+    bool hold_back = true;
     // Overrides the VIPL device chosen from the URI ("tcp:eth0", "shm0"...); empty: from URI.
     std::string device;
 };
@@ -194,6 +200,10 @@ public:
     // Half-close: no more writes (broken_pipe); once everything written before has been
     // sent, the peer reads end of stream, and may keep writing to us.  Never blocks.
     void shutdown_write(std::error_code &ec);
+    // No more reads: what is here and what comes is dropped (read() gives the end of
+    // stream), and the peer's writes fail with broken_pipe from then on, as a unix
+    // socket's do after shutdown(SHUT_RD).  Never blocks.
+    void shutdown_read(std::error_code &ec);
 
     // Orderly close: stops reading (unread and later data is discarded), sends what was
     // written, sends the end of stream and waits until the peer has taken all of it, or
@@ -211,6 +221,32 @@ public:
     // here would end only this copy).  false for a private or empty stream.  Costs a
     // few system calls per other holder.
     bool shared_with_others() const noexcept;
+
+    // The orderly close in two steps, for a program that must not wait for the peer (a
+    // socket's close returns at once; the kernel finishes for it): finish() stops reading
+    // (unread and later data is discarded), sends what was written and the end of
+    // stream, and returns at once; finished() then says, without waiting, whether the
+    // peer has taken all of it or the connection is over (close() with any deadline then
+    // returns at once).  Each call of finished() makes progress.  Shareable: as close()
+    // (ask shared_with_others() first: with other holders, close() alone).
+    void finish() noexcept;
+    bool finished() noexcept;
+
+    // Waits until everything written so far was handed to the transport (nothing held
+    // back, every send complete: in the shm ring, in the tcp socket), so that it reaches
+    // the peer without another call of this stream; or until the deadline (timed_out),
+    // a signal handler (interrupted) or the connection's end (its error).  A socket's
+    // blocking send returns then: the interposer's does too.
+    std::error_code flush(Deadline deadline) noexcept;
+
+    // Whether data this side wrote was not yet read by the peer's program (its buffers
+    // not returned).  A socket whose peer closed or died in that case reports a reset
+    // (ECONNRESET) rather than the end of stream: the interposer asks this.
+    bool peer_unread() const noexcept;
+    // Whether the peer closed the stream (close() or finish()) rather than only shutting
+    // down writing: both end the stream for the reader; a unix socket hangs up on the
+    // first only.
+    bool peer_closed() const noexcept;
 
     // A file descriptor that poll/select/epoll report readable (POLLIN) when one of the
     // events chosen by set_fd_events() holds (by default POLLIN: read() would not block,
