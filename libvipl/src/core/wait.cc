@@ -184,6 +184,12 @@ static void rearm_for_fd(Vi *vi) {
 void arm_wait_fd(Vi *vi) {
     vi->fd_armed.store(true, std::memory_order_relaxed);
     rearm_for_fd(vi);
+    // A failure (found just now by the look at the peer, or before) is a state the fd
+    // reports until the program has seen it: rearming drained its wake-up.
+    if (vi->state.load(std::memory_order_acquire) == VIP_STATE_ERROR) {
+        vi->kicked.store(false);
+        vi_wake(vi);
+    }
 }
 
 // Done's work with the lock held: true and *rc when something was taken,
