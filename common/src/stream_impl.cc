@@ -464,7 +464,9 @@ SpinBudget Stream::Impl::spin_budget() const {
     if (!vi || !opt.spin_us ||
         VipViSpinBudget(vi, static_cast<VIP_UINT64>(opt.spin_us) * 1000, &b) != VIP_SUCCESS)
         return {};
-    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery)};
+    // No time with the peer's CPU known: the peer waits on this CPU (vipl_ext.h).
+    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery),
+            b.Nanoseconds == 0 && b.PeerCpuKnown};
 }
 
 short Stream::Impl::events() const {

@@ -303,7 +303,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
         if (Clock::now() >= deadline) return std::make_error_code(std::errc::timed_out);
         Spin spin;
         if (opt.spin_us) spin.add(spin_budget());
-        if (!spin.empty()) {
+        if (spin.active()) {
             // Sleeping costs a wake-up of tens of microseconds: poll the VI first.  Other
             // holders take the lock between two looks.
             unlock();
@@ -315,7 +315,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
                 },
                 deadline);
             lock();
-            VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
+            if (!spin.empty()) VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
             if (got) st->stats.spin_wins++;
             // A shareable stream's state may have moved since the look (another holder
             // took the lock): look again, and keep the lock until this one sleeps.

@@ -3,7 +3,8 @@
 //
 //   vipl-common-tests "[.stream-bench]"      STREAM_BENCH_URI (vipl+shm://127.0.0.1),
 //                                            STREAM_BENCH_ROUNDS (3), STREAM_BENCH_ITERS (20000),
-//                                            STREAM_BENCH_MODES (modes whose name has it)
+//                                            STREAM_BENCH_MODES (modes whose name has it),
+//                                            STREAM_BENCH_SAME=1 (both on CPU 0)
 //
 // The parent runs on CPU 0 and the echoing child on CPU 1 (when there are two).  Modes
 // alternate within each round, so a drifting host shifts them alike.
@@ -73,8 +74,9 @@ double run(const std::string &base, const Mode &m, int iters) {
     o.shareable = m.shareable;
     o.ready_fd = m.ready_fd;
     auto l = ct::bind_free(base, o);
+    const int peer_cpu = getenv("STREAM_BENCH_SAME") ? 0 : 1;
     int pid = ct::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
-        pin(1);
+        pin(peer_cpu);
         s.set_nonblocking(m.poll_fd);
         std::byte b[8];
         for (;;) {

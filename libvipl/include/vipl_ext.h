@@ -222,7 +222,9 @@ VIP_RETURN VipQueryViHolders(IN VIP_VI_HANDLE ViHandle, OUT VIP_ULONG *Holders);
  * A spinner that did not spin (Nanoseconds 0) reports nothing.
  */
 typedef struct {
-    VIP_UINT64 Nanoseconds;   /* how long to spin now; 0: sleep at once */
+    /* How long to spin now; 0: sleep at once.  0 with PeerCpuKnown set: the peer
+     * waits on this CPU (a waiter may hand it the CPU with sched_yield()). */
+    VIP_UINT64 Nanoseconds;
     VIP_ULONG YieldEvery;     /* looks between two sched_yield(); 0: never */
     VIP_BOOLEAN PeerCpuKnown; /* the transport told where the peer waits */
 } VIP_SPIN_BUDGET;
