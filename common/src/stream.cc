@@ -232,6 +232,11 @@ bool Stream::peer_unread() const noexcept {
 
 int Stream::fd() const noexcept {
     if (!impl_) return -1;
+    if (impl_->vi && !impl_->fd_given.exchange(true)) {
+        // From now on the stream keeps the fd truthful; make it so now.
+        Impl::Guard g(*impl_);
+        impl_->update_ready();
+    }
     return impl_->opt.ready_fd ? impl_->ep_fd : impl_->vi_fd;
 }
 

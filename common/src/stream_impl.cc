@@ -122,8 +122,10 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     s->rdma_ok =
         !s->shared && (s->nic->attrs().RDMAReadSupport & VIP_SERVICE_RELIABLE_DELIVERY) != 0;
     va.EnableRdmaRead = s->rdma_ok ? VIP_TRUE : VIP_FALSE;
+    // The stream arms the wait fd itself, only when it may sleep or a program may poll
+    // fd(): a Done that finds nothing would make the peer ring for every message.
     if ((rc = VipCreateVi(s->nic->handle(), &va, nullptr, nullptr, &s->vi)) != VIP_SUCCESS ||
-        (rc = VipGetViWaitFd(s->vi, &s->vi_fd)) != VIP_SUCCESS) {
+        (rc = VipGetViWaitFdEx(s->vi, VIP_WAITFD_EXPLICIT_ARM, &s->vi_fd)) != VIP_SUCCESS) {
         ec = make_vip_error(rc);
         return nullptr;
     }
@@ -477,7 +479,9 @@ SpinBudget Stream::Impl::spin_budget() const {
     if (!vi || !opt.spin_us ||
         VipViSpinBudget(vi, static_cast<VIP_UINT64>(opt.spin_us) * 1000, &b) != VIP_SUCCESS)
         return {};
-    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery)};
+    // No time with the peer's CPU known: the peer waits on this CPU (vipl_ext.h).
+    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery),
+            b.Nanoseconds == 0 && b.PeerCpuKnown};
 }
 
 short Stream::Impl::events() const {
@@ -506,9 +510,13 @@ size_t Stream::Impl::readable_bytes() const {
 }
 
 void Stream::Impl::update_ready() {
-    if (ev_fd < 0) return;
+    // Nobody polls fd() yet (Stream::fd() makes it truthful when it hands it out).
+    if (!fd_given.load(std::memory_order_relaxed)) return;
     State &t = *st;
     bool ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
+    // The program may sleep on fd() now: the VI's next event must make it readable.
+    if (!ready) VipArmViWaitFd(vi);
+    if (ev_fd < 0) return;
     if (ready && !t.ev_set) {
         uint64_t one = 1;
         ssize_t r = ::write(ev_fd, &one, sizeof one);

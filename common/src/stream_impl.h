@@ -290,9 +290,10 @@ struct Stream::Impl {
     int ep_fd = -1; // fd() with ready_fd: epoll of {vi_fd, ev_fd}
     int ev_fd = -1; // readable while data, end of stream or an error waits in the stream
     int kick_fd[kSleepSlots] = {-1, -1, -1, -1, -1, -1, -1, -1}; // shareable: sleeper slots
-    int gone_r = -1, gone_w = -1; // shareable: a pipe whose write end every holder keeps
-    uint64_t version_seen = 0;    // st->version when the lock was taken
-    int owner_pid = 0;            // the process that made the stream (owns its NIC)
+    int gone_r = -1, gone_w = -1;      // shareable: a pipe whose write end every holder keeps
+    uint64_t version_seen = 0;         // st->version when the lock was taken
+    std::atomic<bool> fd_given{false}; // fd() was handed out: keep it truthful (this process)
+    int owner_pid = 0;                 // the process that made the stream (owns its NIC)
 
     // Private streams only (zero copy).
     VIP_MEM_HANDLE zc_mh = 0;                 // the caller's memory during a zero-copy write
@@ -315,7 +316,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
         if (Clock::now() >= deadline) return std::make_error_code(std::errc::timed_out);
         Spin spin;
         if (opt.spin_us) spin.add(spin_budget());
-        if (!spin.empty()) {
+        if (spin.active()) {
             // Sleeping costs a wake-up of tens of microseconds: poll the VI first.  Other
             // holders take the lock between two looks.
             unlock();
@@ -327,7 +328,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
                 },
                 deadline);
             lock();
-            VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
+            if (!spin.empty()) VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
             if (got) st->stats.spin_wins++;
             // A shareable stream's state may have moved since the look (another holder
             // took the lock): look again, and keep the lock until this one sleeps.

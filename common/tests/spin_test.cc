@@ -28,6 +28,22 @@ TEST_CASE("spin: an empty spin looks nothing and reports nothing") {
     CHECK(p.outcomes.empty());
 }
 
+TEST_CASE("spin: a peer on this CPU gets a few hand-offs, not a spin") {
+    vipl::Spin spin;
+    spin.add({0ns, 0, true});
+    CHECK(spin.empty());
+    CHECK(spin.active());
+    int looks = 0;
+    CHECK(!spin.run([&] { return ++looks < 0; }, vipl::kNever));
+    CHECK(looks == static_cast<int>(vipl::Spin::kHandoffs));
+    looks = 0;
+    CHECK(spin.run([&] { return ++looks == 2; }, vipl::kNever));
+    CHECK(looks == 2);
+    Policy p;
+    spin.report(p, true, true); // no spin: the policy learns nothing
+    CHECK(p.outcomes.empty());
+}
+
 TEST_CASE("spin: it lasts as long as the longest budget, or until the deadline") {
     vipl::Spin spin;
     spin.add({1ms, 0});

@@ -24,7 +24,7 @@
 // independent.  A shareable Stream (StreamOptions::shareable) may be called by several
 // threads at once, except close(), abort(), the destructor and moving, which need the
 // other threads of the process out of its calls (as closing a socket's fd would).  fd()
-// may be polled from any thread.
+// may be polled from any thread; the first call of fd() itself is a call of the stream.
 // Signals: no call is async-signal-safe.  Blocking calls return interrupted when a
 // handler runs while they sleep, whatever SA_RESTART says.
 // fork():
@@ -259,19 +259,24 @@ public:
     // the stream: never close or read it.  -1 for an empty stream.
     // Without ready_fd (StreamOptions): fd() is libvipl's VI wait fd, readable (POLLIN)
     // on any event of the VI (a message, a send completing, the connection ending) that
-    // came after the last call of the stream.  It does not tell the stream's readiness:
-    // call events() after every wake-up and before every sleep, and sleep only when it
-    // reported nothing of what you wait for (data already taken off the VI makes no new
-    // event).  Waiting for POLLOUT works the same way (credits arrive as VI events).
-    // A shareable stream that several holders wait on at once needs ready_fd: another
-    // holder may take the event this one would have woken for.
+    // comes after a call of the stream left nothing of set_fd_events() ready (the call
+    // then arms it).  It does not tell the stream's readiness: call events() (or the
+    // read() or write() you wanted) after every wake-up and before every sleep, and sleep
+    // only when it reported nothing of what you wait for (data already taken off the VI
+    // makes no new event).  Waiting for POLLOUT works the same way (credits arrive as VI
+    // events; ask set_fd_events(POLLOUT)).  A shareable stream that several holders
+    // wait on at once needs ready_fd: another holder may take the event this one would
+    // have woken for.
+    // Either way the stream keeps fd() truthful only from the first call of fd() on
+    // (in this process): until then no call arms anything for it.
     int fd() const noexcept;
 
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
     // A program that waits for POLLOUT only when a write would block keeps fd() quiet
     // while the stream is writable (like asking a socket for POLLOUT only then).
-    // Without ready_fd it is kept but changes nothing.  Shareable: one for all holders.
+    // Without ready_fd it says when a call arms fd() (see fd()).  Shareable: one for all
+    // holders.
     void set_fd_events(short events) noexcept;
     short fd_events() const noexcept;
 
