@@ -77,6 +77,7 @@ void sync2(Member *m, int epfd, int want_fd) {
 
 // Registers in the kernel set what the member's socket needs now (g_lock held).
 int sync(Member *m, int epfd, bool force) {
+    if (force) m->edge_fresh = true;
     Under u = sock_under(m->sock, m->fd, want_of(m));
     sync2(m, epfd, u.fd2);
     uint32_t ev =
@@ -130,6 +131,7 @@ struct Snap {
     epoll_data_t data;
     Member *m;
     bool oneshot;
+    bool edge = false;
 };
 
 thread_local std::vector<Snap> t_snap;
@@ -185,6 +187,12 @@ void epoll_sock_changed(Sock *s) noexcept {
         // once (the kernel takes a registration made during a wait).
         if (set_usable(m->set)) sync(m, m->set->last_fd, false);
     }
+}
+
+void epoll_sock_drained(Sock *s, short bits) noexcept {
+    std::lock_guard<std::mutex> g(g_lock);
+    for (Member *m : s->members)
+        if (m->app.events & EPOLLET) m->edge_bits = static_cast<short>(m->edge_bits & ~bits);
 }
 
 void epoll_sock_gone(Sock *s) noexcept {
@@ -304,8 +312,13 @@ int translate(EpollSet *set, epoll_event *ev, int n, std::vector<Member *> &seen
                     !file_try_acquire(m->sock)) {
                     continue;
                 }
-                snap = {m->sock,     m->fd, want_of(m),
-                        m->app.data, m,     (m->app.events & EPOLLONESHOT) != 0};
+                snap = {m->sock,
+                        m->fd,
+                        want_of(m),
+                        m->app.data,
+                        m,
+                        (m->app.events & EPOLLONESHOT) != 0,
+                        (m->app.events & EPOLLET) != 0};
             }
         }
         if (!m) {
@@ -321,7 +334,20 @@ int translate(EpollSet *set, epoll_event *ev, int n, std::vector<Member *> &seen
         // about the kernel connection: only "look again".
         short kernel = d == (m->tag ^ 2) ? 0 : static_cast<short>(ev[i].events & 0xffff);
         bool stream_reg = sock_under(snap.sock, snap.fd, snap.want).stream;
-        short r = sock_poll(snap.sock, snap.fd, snap.want, stream_reg ? 0 : kernel, &u);
+        short r = sock_poll(snap.sock, snap.fd, snap.want, stream_reg ? 0 : kernel, &u, snap.edge);
+        if (r && snap.edge && stream_reg) {
+            // A stream's descriptor wakes for any of its events: an edge is a readiness
+            // not reported since the program last met EAGAIN, or more arrived.
+            uint64_t seen = sock_arrivals(snap.sock);
+            std::lock_guard<std::mutex> g(g_lock);
+            if (set->by_tag.count(d)) {
+                short fresh = static_cast<short>(r & ~m->edge_bits);
+                if (seen != m->edge_seen) fresh |= static_cast<short>(r & POLLIN);
+                m->edge_bits = r;
+                m->edge_seen = seen;
+                if (!fresh) r = 0;
+            }
+        }
         file_release(snap.sock);
         if (!r) continue;
         seen.push_back(m);
@@ -375,11 +401,15 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                 if (m->dirty) sync(m, epfd, false);
                 // Level-triggered stream members are looked at before sleeping: what a
                 // stream holds already makes no new event on its descriptor.
-                if (m->disabled || (m->app.events & EPOLLET)) continue;
+                // Edge-triggered ones only once after (re)registration (the kernel
+                // reports a ready descriptor when it is added); then their events say.
+                if (m->disabled || ((m->app.events & EPOLLET) && !m->edge_fresh)) continue;
                 if (m->sock->state.load(std::memory_order_acquire) != SockState::vipl) continue;
                 if (!file_try_acquire(m->sock)) continue;
                 snap.push_back({m->sock, m->fd, want_of(m), m->app.data, m,
-                                (m->app.events & EPOLLONESHOT) != 0});
+                                (m->app.events & EPOLLONESHOT) != 0,
+                                (m->app.events & EPOLLET) != 0});
+                m->edge_fresh = false;
             }
         }
         int n = 0;
@@ -393,10 +423,19 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                 if (hit[i]) continue;
                 Snap &sn = snap[i];
                 Under u;
-                short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u);
+                short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u, sn.edge);
                 if (!r) continue;
                 hit[i] = true;
                 seen.push_back(sn.m);
+                if (sn.edge) {
+                    uint64_t arrived = sock_arrivals(sn.sock);
+                    std::lock_guard<std::mutex> g(g_lock);
+                    auto it = set->by_fd.find(sn.fd);
+                    if (it != set->by_fd.end() && it->second == sn.m) {
+                        sn.m->edge_bits = r;
+                        sn.m->edge_seen = arrived;
+                    }
+                }
                 out[n].events = static_cast<uint16_t>(r);
                 out[n].data = sn.data;
                 ++n;

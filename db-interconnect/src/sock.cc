@@ -108,6 +108,7 @@ static void sock_destroy(Sock *s) noexcept {
     s->family = 0;
     s->nonblock = s->flags_stale = s->shut_rd = s->shut_wr = false;
     s->reset_told = s->send_failed = false;
+    s->fd_events = POLLIN;
     s->rcv_timeout_ms = s->snd_timeout_ms = 0;
     s->remote_rule = false;
     s->dest = {};
@@ -151,7 +152,7 @@ short vipl_events(Sock *s) noexcept {
     return ev;
 }
 
-short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
+short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) noexcept {
     short ask = static_cast<short>(want | kAlways);
     for (int round = 0; round < 4; ++round) {
         SockState st = s->state.load(std::memory_order_acquire);
@@ -205,6 +206,16 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
                 return static_cast<short>(((krev & POLLIN) | out) & ask);
             }
             *u = {s->stream.fd(), POLLIN, true};
+            // The stream arms its fd only for what the waiter wants (a writer waiting for
+            // room while unread data sits here must still be woken by credits).
+            // An edge-triggered waiter wants every new arrival: armed always (none of 0
+            // is ever ready).
+            short w = edge ? 0 : static_cast<short>(want & (POLLIN | POLLOUT));
+            if (!w && !edge) w = POLLIN;
+            if (w != s->fd_events) {
+                s->stream.set_fd_events(w);
+                s->fd_events = w;
+            }
             return static_cast<short>(vipl_events(s) & ask);
         }
         default:
@@ -214,6 +225,12 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
         }
     }
     return 0;
+}
+
+uint64_t sock_arrivals(Sock *s) noexcept {
+    if (s->state.load(std::memory_order_acquire) != SockState::vipl) return 0;
+    vipl::StreamCounters c = s->stream.counters();
+    return c.messages_in + c.control_in;
 }
 
 Under sock_under(Sock *s, int fd, short want) noexcept {

@@ -79,7 +79,9 @@ struct Sock : File {
     int snd_timeout_ms = 0;
     bool shut_rd = false;
     bool shut_wr = false;
-    bool reset_told = false;  // a broken stream's reset was reported once (then: end)
+    bool reset_told = false;
+    short fd_events = POLLIN; // what the stream's fd is armed for (set_fd_events)  // a broken
+                              // stream's reset was reported once (then: end)
     bool send_failed = false; // a send found the connection gone (TCP then hangs up)
 
     // listening
@@ -138,7 +140,12 @@ struct Under {
 // the stream's completions); returns the poll bits that hold for `want` (plus POLLERR,
 // POLLHUP, POLLRDHUP as the kernel reports them), and what to sleep on otherwise.
 // `kernel_revents`: what a poll of the kernel connection just reported (0: not polled).
-short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under) noexcept;
+// `edge`: the waiter wants every new arrival (EPOLLET): the stream's fd is armed even
+// while data waits here.
+short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under,
+                bool edge = false) noexcept;
+// How many messages arrived on a vipl socket's stream so far (edges of EPOLLET).
+uint64_t sock_arrivals(Sock *s) noexcept;
 // A vipl socket's readiness as the kernel would report it (see sock.cc).
 short vipl_events(Sock *s) noexcept;
 // What to sleep on in the socket's present state, without looking at it (no lock taken).

@@ -191,6 +191,7 @@ ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             continue;
         }
         if (would_block(ec)) {
+            epoll_sock_drained(s, POLLIN);
             errno = EAGAIN;
             return -1;
         }
@@ -260,6 +261,7 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             continue;
         }
         if (!ec || would_block(ec)) {
+            epoll_sock_drained(s, POLLOUT);
             errno = EAGAIN;
             return -1;
         }
