@@ -29,7 +29,8 @@ struct Mode {
     uint32_t spin_us;
     bool poll_fd; // non-blocking reads, poll() on fd() when they would block
     bool shareable = false;
-    bool ready_fd = true; // without: fd() is the VI's wait fd (read() said would-block)
+    bool ready_fd = true;      // without: fd() is the VI's wait fd (read() said would-block)
+    bool events_first = false; // asks events() before each read, sleeps when not POLLIN
 };
 
 const Mode kModes[] = {
@@ -37,6 +38,8 @@ const Mode kModes[] = {
     {"private, no spin, blocking read", 0, false},
     {"private, no spin, poll(fd()) + non-blocking", 0, true},
     {"private, no spin, poll(VI fd), no ready_fd", 0, true, false, false},
+    {"private, no spin, events() + poll(fd())", 0, true, false, true, true},
+    {"private, no spin, events() + poll(VI fd), no ready_fd", 0, true, false, false, true},
     {"shareable, spin (10 us), blocking read", 10, false, true},
     {"shareable, no spin, blocking read", 0, false, true},
     {"shareable, no spin, poll(fd()) + non-blocking", 0, true, true},
@@ -54,6 +57,11 @@ void pin(int cpu) {
 bool read_full(vipl::Stream &s, std::span<std::byte> buf, const Mode &m) {
     size_t got = 0;
     for (int spins = 0; got < buf.size() && spins < 1000000; ++spins) {
+        if (m.events_first && !(s.events() & POLLIN)) {
+            pollfd p{s.fd(), POLLIN, 0};
+            poll(&p, 1, 5000);
+            continue;
+        }
         std::error_code ec;
         size_t n = s.read(buf.subspan(got), ec);
         if (ec == std::errc::operation_would_block) {

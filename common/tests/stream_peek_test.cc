@@ -1,5 +1,5 @@
 // peek() (MSG_PEEK) and readable_bytes() (FIONREAD), on private and shareable streams.
-#include "share_helpers.h"
+#include "share_util.h"
 
 #include <poll.h>
 

@@ -1,6 +1,6 @@
 // Streams without the readiness eventfd (StreamOptions::ready_fd = false): fd() is the VI's
 // wait fd, and the program asks events() after each wake-up and before each sleep.
-#include "share_helpers.h"
+#include "share_util.h"
 
 #include <poll.h>
 #include <sys/epoll.h>

@@ -1,7 +1,7 @@
 // Shareable streams across fork: a child serves a connection its parent accepted, the
 // parent's close is invisible, the last holder's close is the orderly one, holders write
 // and read at once, abort resets everybody, a private peer works both ways.
-#include "share_helpers.h"
+#include "share_util.h"
 
 #include <unistd.h>
 
