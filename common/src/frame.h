@@ -37,6 +37,9 @@ constexpr uint8_t kFlagNoRts = 1;
 // On a fin: the sender closed the stream (it reads no more either), rather than only
 // shutting down writing.  Sockets report the two differently (a unix socket hangs up).
 constexpr uint8_t kFlagClosed = 2;
+// On a fin: the sender's bytes go on over another channel from here (the socket
+// interposer hands a connection back to its kernel socket, before an exec).
+constexpr uint8_t kFlagSwitch = 4;
 
 struct Header {
     Kind kind;

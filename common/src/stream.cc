@@ -217,6 +217,28 @@ std::error_code Stream::flush(Deadline deadline) noexcept {
     return ec;
 }
 
+void Stream::switch_out(std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return;
+    }
+    ec.clear();
+    Impl::Guard g(*impl_);
+    impl_->switch_out();
+}
+
+bool Stream::peer_switched() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    return impl_->st->peer_switched;
+}
+
+bool Stream::switching() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    return impl_->st->peer_switched || impl_->st->switch_out;
+}
+
 bool Stream::peer_closed() const noexcept {
     if (!is_open()) return false;
     Impl::Guard g(*impl_);

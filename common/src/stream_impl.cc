@@ -316,6 +316,7 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     t.stats.control_in++;
     if (h.kind == Kind::fin) {
         if (h.flags & detail::kFlagClosed) t.peer_closed = true;
+        if (h.flags & detail::kFlagSwitch) t.peer_switched = true;
         t.fin_rx = true;
         t.need_fin_ack = true;
     } else if (h.kind == Kind::fin_ack) {
@@ -449,6 +450,7 @@ bool Stream::Impl::send_control(Kind kind) {
     uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(t.owed, 0xffff));
     uint8_t flags = header_flags();
     if (kind == Kind::fin && t.discarding) flags |= detail::kFlagClosed;
+    if (kind == Kind::fin && t.switch_out) flags |= detail::kFlagSwitch;
     detail::encode(cbuf(i), {kind, c, 0, flags});
     VIP_DESCRIPTOR *d = &sdesc[nsend + i];
     fill(d, cbuf(i), kHeaderSize, mh);

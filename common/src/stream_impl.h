@@ -96,7 +96,9 @@ struct Stream::Impl {
         detail::Ring<Msg> rq; // data taken off the VI, not yet read
         uint32_t owed = 0;    // credits to return to the peer
         bool fin_rx = false;
-        bool peer_closed = false; // the fin said the peer closed (kFlagClosed)
+        bool peer_closed = false;   // the fin said the peer closed (kFlagClosed)
+        bool peer_switched = false; // the fin said the peer goes on elsewhere (kFlagSwitch)
+        bool switch_out = false;    // our fin says so
         bool fin_ack_rx = false;
         bool need_fin_ack = false;
         bool discarding = false; // closing: data is dropped as it arrives
@@ -219,6 +221,7 @@ struct Stream::Impl {
     bool pullable() const;
     void pull_regions();
     void shutdown_write();
+    void switch_out();
     void shutdown_read();
     // Orderly close in the last holder; in a holder with others alive, only this
     // process's copy goes (leave).  The Impl is empty afterwards.

@@ -187,6 +187,11 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
     return n;
 }
 
+void Stream::Impl::switch_out() {
+    st->switch_out = true;
+    shutdown_write();
+}
+
 void Stream::Impl::shutdown_write() {
     st->fin_wanted = true;
     changed(); // a writer of another holder waiting for room must see it

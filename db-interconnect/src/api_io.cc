@@ -18,7 +18,8 @@ namespace {
 // Whether calls on this socket may go straight to the kernel without looking further.
 inline bool kernel_only(Sock *s) {
     SockState st = s->state.load(std::memory_order_acquire);
-    return st == SockState::plain || st == SockState::fresh || st == SockState::listening;
+    if (st == SockState::plain) return !has_prefix(s) && s->pre_bytes == 0;
+    return st == SockState::fresh || st == SockState::listening;
 }
 
 // The sender a connected stream's recvfrom/recvmsg names, as the kernel's would: a unix

@@ -2,6 +2,7 @@
 #include "api.h"
 
 #include "config.h"
+#include "handover.h"
 #include "log.h"
 #include "real.h"
 #include "signals.h"
@@ -38,9 +39,14 @@ void save_env() {
 }
 
 // envp with whatever of inherited_env() it lacks (by name).
-char *const *exec_env(char *const envp[], std::vector<char *> &out) {
+char *const *exec_env(char *const envp[], std::vector<char *> &out, std::string &handover) {
     out.clear();
-    for (char *const *e = envp; e && *e; ++e) out.push_back(*e);
+    for (char *const *e = envp; e && *e; ++e)
+        if (std::strncmp(*e, "VIPL_HANDOVER=", 14) != 0) out.push_back(*e);
+    if (!handover.empty()) {
+        handover = std::string(kHandoverVar) + "=" + handover;
+        out.push_back(handover.data());
+    }
     size_t given = out.size();
     for (std::string &kv : inherited_env()) {
         size_t eq = kv.find('=');
@@ -63,22 +69,11 @@ void collect(int fd, File *f, void *arg) {
     if (Sock *s = as_sock(f); s && file_try_acquire(s)) v->push_back({fd, s});
 }
 
-// A connection that rides vipl cannot follow into a new program image (the stream's
-// state lives in this one): it is left to the kernel connection there, so say so.
-void before_exec() {
-    if (passthrough()) return;
-    std::vector<Held> held;
-    fd_for_each(collect, &held);
-    for (Held &h : held) {
-        if (h.sock->state.load() == SockState::vipl) {
-            int fl = real().fcntl(h.fd, F_GETFD);
-            if (fl >= 0 && !(fl & FD_CLOEXEC))
-                VIPL_DB_ERROR("fd %d rides vipl and stays open across exec: the new program "
-                              "cannot use it",
-                              h.fd);
-        }
-        file_release(h.sock);
-    }
+// Connections that ride vipl and stay open go back to their kernel sockets first (the
+// stream's state lives in this image); the new image learns what is due first.
+std::string before_exec() {
+    if (passthrough() || !config().enable) return "";
+    return handover_before_exec();
 }
 
 void child_after_fork() {
@@ -175,41 +170,41 @@ __attribute__((visibility("default"))) pid_t fork(void) {
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
                                                   char *const envp[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execve(path, argv, exec_env(envp, env));
+    return real().execve(path, argv, exec_env(envp, env, handover));
 }
 
 __attribute__((visibility("default"))) int execveat(int dirfd, const char *path, char *const argv[],
                                                     char *const envp[], int flags) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execveat(dirfd, path, argv, exec_env(envp, env), flags);
+    return real().execveat(dirfd, path, argv, exec_env(envp, env, handover), flags);
 }
 
 __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().fexecve(fd, argv, exec_env(envp, env));
+    return real().fexecve(fd, argv, exec_env(envp, env, handover));
 }
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execve(path, argv, exec_env(environ, env));
+    return real().execve(path, argv, exec_env(environ, env, handover));
 }
 
 __attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
                                                    char *const envp[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execvpe(file, argv, exec_env(envp, env));
+    return real().execvpe(file, argv, exec_env(envp, env, handover));
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execvpe(file, argv, exec_env(environ, env));
+    return real().execvpe(file, argv, exec_env(environ, env, handover));
 }
 
 static std::vector<char *> va_argv(const char *arg0, va_list ap, char *const **envp) {
@@ -311,6 +306,8 @@ void close_at_exit(int fd, File *f, void *) {
 
 __attribute__((constructor)) void vipl_db_init() {
     real();
+    // Connections a program image before us handed over at exec (handover.h).
+    handover_adopt();
     // A stream's bytes in flight (DB_RECV_BUFFERS x DB_BUFFER_SIZE) must fit the shm
     // ring, so that a writer's posts are in the ring when its send returns and the
     // reader needs nothing more of it; libvipl's default ring (8 KiB) is for messages.

@@ -31,8 +31,8 @@ Sock *tracked_sock(int fd) {
     if (!f || f->kind != File::Kind::sock) return nullptr;
     auto *s = static_cast<Sock *>(f);
     SockState st = s->state.load(std::memory_order_acquire);
-    if (st == SockState::fresh || st == SockState::plain || st == SockState::listening)
-        return nullptr;
+    if (st == SockState::fresh || st == SockState::listening) return nullptr;
+    if (st == SockState::plain && !has_prefix(s)) return nullptr;
     return s;
 }
 

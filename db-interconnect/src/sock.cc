@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "epoll_set.h"
+#include "handover.h"
 #include "kernel_io.h"
 #include "log.h"
 #include "marker.h"
@@ -216,11 +217,21 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) no
                 s->stream.set_fd_events(w);
                 s->fd_events = w;
             }
-            return static_cast<short>(vipl_events(s) & ask);
+            short ev = vipl_events(s);
+            if ((ev & POLLRDHUP) && s->stream.switching()) {
+                // The peer exec'd: the connection goes on on the kernel socket.
+                std::lock_guard<std::mutex> g(s->mu);
+                if (s->state.load() == SockState::vipl) switch_to_kernel(s, fd);
+                continue;
+            }
+            return static_cast<short>(ev & ask);
         }
         default:
-            // The kernel connection's own readiness is the truth.
+            // The kernel connection's own readiness is the truth (and bytes a hand-over
+            // left to deliver first).
             *u = {fd, want, false};
+            if (st == SockState::plain && has_prefix(s) && (want & POLLIN))
+                return static_cast<short>((krev & ask) | POLLIN);
             return static_cast<short>(krev & ask);
         }
     }

@@ -44,6 +44,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace vipl::db {
@@ -96,6 +97,10 @@ struct Sock : File {
     // a client counts what it wrote while waiting for the REPLY; a server, what it still
     // has to read there (the stream's first bytes say how many).
     uint64_t pre_bytes = 0;
+    // plain, after a hand-over (handover.h): bytes the stream delivered that come before
+    // the kernel connection's (after pre_bytes of its own, if any)
+    std::string prefix;
+    size_t prefix_off = 0;
     // accepting
     vipl::Listener rendezvous;
     std::chrono::steady_clock::time_point rendezvous_until{};
@@ -146,6 +151,10 @@ short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under,
                 bool edge = false) noexcept;
 // How many messages arrived on a vipl socket's stream so far (edges of EPOLLET).
 uint64_t sock_arrivals(Sock *s) noexcept;
+// Bytes of a plain socket that come before its kernel connection's (a hand-over).
+inline bool has_prefix(const Sock *s) {
+    return s->prefix_off < s->prefix.size();
+}
 // A vipl socket's readiness as the kernel would report it (see sock.cc).
 short vipl_events(Sock *s) noexcept;
 // What to sleep on in the socket's present state, without looking at it (no lock taken).

@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "epoll_set.h"
+#include "handover.h"
 #include "kernel_io.h"
 #include "negotiate.h"
 #include "real.h"
@@ -152,7 +153,8 @@ ssize_t pre_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) {
     return r;
 }
 
-ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uint32_t mark) {
+ssize_t vipl_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags, bool nb,
+                  uint32_t mark) {
     if (flags & MSG_OOB) {
         errno = EINVAL; // no urgent data ever arrives on a stream
         return -1;
@@ -202,6 +204,12 @@ ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
         if (!reset) return 0;
         errno = ECONNRESET;
         return -1;
+    }
+    if (got == 0 && s->stream.switching()) {
+        // Not the end: the peer exec'd and its bytes come on the kernel connection now.
+        std::lock_guard<std::mutex> g(s->mu);
+        if (s->state.load() == SockState::vipl) switch_to_kernel(s, fd);
+        return kKernel;
     }
     if (s->stat) {
         stat_add(s->stat->calls_in, 1);
@@ -265,6 +273,12 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             errno = EAGAIN;
             return -1;
         }
+        if (s->stream.switching()) {
+            // Handed back to the kernel (a holder of ours or the peer exec'd): go on there.
+            std::lock_guard<std::mutex> g(s->mu);
+            if (s->state.load() == SockState::vipl) switch_to_kernel(s, -1);
+            return kKernel;
+        }
         s->send_failed = true;
         raise_sigpipe(flags);
         errno = EPIPE;
@@ -285,6 +299,26 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
     return static_cast<ssize_t>(got);
 }
 
+// A socket handed back to the kernel (handover.h): its own first bytes, then what the
+// stream had delivered, then the kernel connection's.
+ssize_t prefix_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) {
+    if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
+    size_t n = 0;
+    for (int i = 0; i < iovcnt && s->prefix_off + n < s->prefix.size(); ++i) {
+        size_t k = std::min(iov[i].iov_len, s->prefix.size() - s->prefix_off - n);
+        std::memcpy(iov[i].iov_base, s->prefix.data() + s->prefix_off + n, k);
+        n += k;
+    }
+    if (!(flags & MSG_PEEK)) {
+        s->prefix_off += n;
+        if (!has_prefix(s)) {
+            s->prefix.clear();
+            s->prefix_off = 0;
+        }
+    }
+    return static_cast<ssize_t>(n);
+}
+
 } // namespace
 
 ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept {
@@ -292,7 +326,7 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
     // Riding vipl is final: no lock is needed to know it.
     if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale) {
         if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
-        return vipl_recv(s, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
+        return vipl_recv(s, fd, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
     }
     Deadline dl = Deadline::max();
     bool first = true;
@@ -306,6 +340,8 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
             nb = s->nonblock || (flags & MSG_DONTWAIT);
             if (first) dl = timeout_deadline(s->rcv_timeout_ms);
             first = false;
+            if (s->state.load() == SockState::plain && (has_prefix(s) || s->pre_bytes > 0))
+                return prefix_recv(s, fd, iov, iovcnt, flags);
             st = settle(s, fd, false);
             if (st == SockState::accepting) {
                 // Until the client's stream comes, its bytes arrive on the kernel
@@ -334,7 +370,7 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
         if (st == SockState::vipl) {
             Inside in;
             if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
-            return vipl_recv(s, iov, iovcnt, flags, nb, mark);
+            return vipl_recv(s, fd, iov, iovcnt, flags, nb, mark);
         }
         if (st != SockState::accepting && !waiting_for_peer(st)) return kKernel;
         if (nb) {

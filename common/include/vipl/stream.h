@@ -247,6 +247,14 @@ public:
     // down writing: both end the stream for the reader; a unix socket hangs up on the
     // first only.
     bool peer_closed() const noexcept;
+    // A half-close that says the rest of this side's bytes go another way (the socket
+    // interposer hands a connection back to its kernel socket before an exec): as
+    // shutdown_write(), and the peer's peer_switched() becomes true once it has read
+    // everything before it (read() gives the end of stream).
+    void switch_out(std::error_code &ec);
+    bool peer_switched() const noexcept;
+    // Either side switched out (a shareable stream's other holder may have done it here).
+    bool switching() const noexcept;
 
     // A file descriptor that poll/select/epoll report readable (POLLIN) when one of the
     // events chosen by set_fd_events() holds (by default POLLIN: read() would not block,
