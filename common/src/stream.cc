@@ -262,6 +262,21 @@ int Stream::fd() const noexcept {
     return impl_->opt.ready_fd ? impl_->ep_fd : impl_->vi_fd;
 }
 
+int Stream::wait_fd() const noexcept {
+    return impl_ && impl_->vi ? impl_->vi_fd : -1;
+}
+
+short Stream::arm(short want) noexcept {
+    if (!is_open()) return 0;
+    Impl::Guard g(*impl_);
+    impl_->progress();
+    short ev = impl_->events();
+    if (ev & (want | POLLERR | POLLHUP)) return ev;
+    // Arming also makes the fd readable at once for what came since the look.
+    VipArmViWaitFd(impl_->vi);
+    return ev;
+}
+
 void Stream::set_fd_events(short events) noexcept {
     if (!is_open()) return;
     Impl::Guard g(*impl_);

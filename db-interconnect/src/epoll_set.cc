@@ -124,6 +124,16 @@ void drop(Member *m) {
     delete m;
 }
 
+// Edge-triggered members: what of r is an edge (not reported since the program last met
+// EAGAIN on it, or more arrived since); records r.  g_lock held; m still a member.
+short edge_filter(Member *m, short r, uint64_t arrived) {
+    short fresh = static_cast<short>(r & ~m->edge_bits);
+    if (arrived != m->edge_seen) fresh |= static_cast<short>(r & POLLIN);
+    m->edge_bits = r;
+    m->edge_seen = arrived;
+    return fresh ? r : 0;
+}
+
 struct Snap {
     Sock *sock;
     int fd;
@@ -132,6 +142,7 @@ struct Snap {
     Member *m;
     bool oneshot;
     bool edge = false;
+    bool look = true; // looked at before sleeping (else only armed)
 };
 
 thread_local std::vector<Snap> t_snap;
@@ -336,17 +347,10 @@ int translate(EpollSet *set, epoll_event *ev, int n, std::vector<Member *> &seen
         bool stream_reg = sock_under(snap.sock, snap.fd, snap.want).stream;
         short r = sock_poll(snap.sock, snap.fd, snap.want, stream_reg ? 0 : kernel, &u, snap.edge);
         if (r && snap.edge && stream_reg) {
-            // A stream's descriptor wakes for any of its events: an edge is a readiness
-            // not reported since the program last met EAGAIN, or more arrived.
-            uint64_t seen = sock_arrivals(snap.sock);
+            // A stream's descriptor wakes for any of its events: only edges count.
+            uint64_t arrived = sock_arrivals(snap.sock);
             std::lock_guard<std::mutex> g(g_lock);
-            if (set->by_tag.count(d)) {
-                short fresh = static_cast<short>(r & ~m->edge_bits);
-                if (seen != m->edge_seen) fresh |= static_cast<short>(r & POLLIN);
-                m->edge_bits = r;
-                m->edge_seen = seen;
-                if (!fresh) r = 0;
-            }
+            if (set->by_tag.count(d)) r = edge_filter(m, r, arrived);
         }
         file_release(snap.sock);
         if (!r) continue;
@@ -401,14 +405,15 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                 if (m->dirty) sync(m, epfd, false);
                 // Level-triggered stream members are looked at before sleeping: what a
                 // stream holds already makes no new event on its descriptor.
-                // Edge-triggered ones only once after (re)registration (the kernel
-                // reports a ready descriptor when it is added); then their events say.
-                if (m->disabled || ((m->app.events & EPOLLET) && !m->edge_fresh)) continue;
+                if (m->disabled) continue;
                 if (m->sock->state.load(std::memory_order_acquire) != SockState::vipl) continue;
                 if (!file_try_acquire(m->sock)) continue;
+                // Edge-triggered ones are looked at only once after (re)registration (the
+                // kernel reports a ready descriptor when it is added); then their events
+                // say.  All are armed before the sleep.
+                bool edge = (m->app.events & EPOLLET) != 0;
                 snap.push_back({m->sock, m->fd, want_of(m), m->app.data, m,
-                                (m->app.events & EPOLLONESHOT) != 0,
-                                (m->app.events & EPOLLET) != 0});
+                                (m->app.events & EPOLLONESHOT) != 0, edge, !edge || m->edge_fresh});
                 m->edge_fresh = false;
             }
         }
@@ -420,7 +425,7 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
         // then spin while libvipl's policy says it pays.
         auto look = [&] {
             for (size_t i = 0; i < snap.size() && n < max; ++i) {
-                if (hit[i]) continue;
+                if (hit[i] || !snap[i].look) continue;
                 Snap &sn = snap[i];
                 Under u;
                 short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u, sn.edge);
@@ -431,10 +436,8 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                     uint64_t arrived = sock_arrivals(sn.sock);
                     std::lock_guard<std::mutex> g(g_lock);
                     auto it = set->by_fd.find(sn.fd);
-                    if (it != set->by_fd.end() && it->second == sn.m) {
-                        sn.m->edge_bits = r;
-                        sn.m->edge_seen = arrived;
-                    }
+                    if (it != set->by_fd.end() && it->second == sn.m)
+                        edge_filter(sn.m, r, arrived); // what is there when registered counts
                 }
                 out[n].events = static_cast<uint16_t>(r);
                 out[n].data = sn.data;
@@ -455,6 +458,31 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                 spin.report(of, got, hit[i]);
             }
         }
+        // About to sleep: every stream arms its wait fd (libvipl rings it at the next
+        // event only then), which also tells what came since the last look.
+        if (n == 0)
+            for (size_t i = 0; i < snap.size() && n < max; ++i) {
+                Snap &sn = snap[i];
+                short r = sock_arm(sn.sock, sn.fd, sn.want, sn.edge);
+                if (r && sn.edge) {
+                    // Arming takes what arrived: an edge found here is reported here.
+                    uint64_t arrived = sock_arrivals(sn.sock);
+                    std::lock_guard<std::mutex> g(g_lock);
+                    auto it = set->by_fd.find(sn.fd);
+                    r = it != set->by_fd.end() && it->second == sn.m ? edge_filter(sn.m, r, arrived)
+                                                                     : 0;
+                }
+                if (!r) continue;
+                out[n].events = static_cast<uint16_t>(r);
+                out[n].data = sn.data;
+                ++n;
+                seen.push_back(sn.m);
+                if (sn.oneshot) {
+                    std::lock_guard<std::mutex> g(g_lock);
+                    auto it = set->by_fd.find(sn.fd);
+                    if (it != set->by_fd.end() && it->second == sn.m) sn.m->disabled = true;
+                }
+            }
         for (Snap &sn : snap) file_release(sn.sock);
         snap.clear();
         if (n > 0) {

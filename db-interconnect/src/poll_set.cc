@@ -128,6 +128,19 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
                 if (e.under.stream) spin.report(of, got, fds[e.i].revents != 0);
             }
         }
+        // About to sleep: each stream arms its wait fd (libvipl rings it at the next
+        // event only then), which also tells what came since the last look.
+        if (!ready && streams)
+            for (Entry &e : tracked) {
+                if (!e.under.stream) continue;
+                pollfd &p = fds[e.i];
+                p.revents = sock_arm(e.sock, p.fd, p.events);
+                if (p.revents) ++ready;
+            }
+        // Nothing else to ask the kernel when every descriptor is a ready stream's.
+        bool others = tracked.size() < n;
+        for (Entry &e : tracked) others |= !e.under.stream || e.under.fd2 >= 0;
+        if (ready && !others) return ready;
         int k = kernel_ppoll(under.data(), under.size(), ready ? Clock::now() : dl,
                              ready ? nullptr : mask);
         if (k < 0) return ready ? ready : -1;

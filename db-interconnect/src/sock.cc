@@ -109,7 +109,6 @@ static void sock_destroy(Sock *s) noexcept {
     s->family = 0;
     s->nonblock = s->flags_stale = s->shut_rd = s->shut_wr = false;
     s->reset_told = s->send_failed = false;
-    s->fd_events = POLLIN;
     s->rcv_timeout_ms = s->snd_timeout_ms = 0;
     s->remote_rule = false;
     s->dest = {};
@@ -136,8 +135,8 @@ void file_destroy(File *f) noexcept {
 // kernel connection about how it ended: a peer that closed (kFlagClosed) or died hangs
 // up a unix socket; a TCP one hangs up only once both directions are shut, or with an
 // error (a reset) when the peer left data of ours unread.
-short vipl_events(Sock *s) noexcept {
-    short ev = s->stream.events();
+short vipl_events(Sock *s, short arm_for) noexcept {
+    short ev = arm_for >= 0 ? s->stream.arm(arm_for) : s->stream.events();
     if (ev & POLLERR) {
         // Broken: the peer died (or reset).  The error shows until a read reported it.
         short r = POLLIN | POLLOUT | POLLRDHUP;
@@ -189,7 +188,8 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) no
         case SockState::accepting: {
             // The client's bytes on the kernel connection, and its stream at the
             // rendezvous (whose listener wakes us when it comes).
-            *u = {fd, static_cast<short>(want & (POLLIN | POLLOUT)), false, s->rendezvous.fd()};
+            // Writable only once the stream is here (the listener's fd says when).
+            *u = {fd, static_cast<short>(want & POLLIN), false, s->rendezvous.fd()};
             {
                 std::lock_guard<std::mutex> g(s->mu);
                 Inside in;
@@ -197,7 +197,7 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) no
                     continue;
             }
             if (s->state.load() != SockState::accepting) continue;
-            return static_cast<short>(krev & ask);
+            return static_cast<short>(krev & ask & ~POLLOUT);
         }
         case SockState::vipl: {
             if (s->pre_bytes > 0) {
@@ -206,17 +206,7 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) no
                 short out = static_cast<short>(s->stream.events() & POLLOUT);
                 return static_cast<short>(((krev & POLLIN) | out) & ask);
             }
-            *u = {s->stream.fd(), POLLIN, true};
-            // The stream arms its fd only for what the waiter wants (a writer waiting for
-            // room while unread data sits here must still be woken by credits).
-            // An edge-triggered waiter wants every new arrival: armed always (none of 0
-            // is ever ready).
-            short w = edge ? 0 : static_cast<short>(want & (POLLIN | POLLOUT));
-            if (!w && !edge) w = POLLIN;
-            if (w != s->fd_events) {
-                s->stream.set_fd_events(w);
-                s->fd_events = w;
-            }
+            *u = {s->stream.wait_fd(), POLLIN, true};
             short ev = vipl_events(s);
             if ((ev & POLLRDHUP) && s->stream.switching()) {
                 // The peer exec'd: the connection goes on on the kernel socket.
@@ -251,13 +241,20 @@ Under sock_under(Sock *s, int fd, short want) noexcept {
     case SockState::hello_sent:
         return {fd, static_cast<short>(POLLIN | (want & POLLOUT)), false};
     case SockState::accepting:
-        return {fd, static_cast<short>(want & (POLLIN | POLLOUT)), false, s->rendezvous.fd()};
+        return {fd, static_cast<short>(want & POLLIN), false, s->rendezvous.fd()};
     case SockState::vipl:
         if (s->pre_bytes > 0) return {fd, POLLIN, false};
-        return {s->stream.fd(), POLLIN, true};
+        return {s->stream.wait_fd(), POLLIN, true};
     default:
         return {fd, want, false};
     }
+}
+
+short sock_arm(Sock *s, int fd, short want, bool edge) noexcept {
+    if (s->state.load(std::memory_order_acquire) != SockState::vipl || s->pre_bytes > 0) return 0;
+    // An edge-triggered waiter wants every new arrival: armed even while data waits.
+    short ev = vipl_events(s, edge ? 0 : static_cast<short>(want & (POLLIN | POLLOUT)));
+    return static_cast<short>(ev & (want | POLLERR | POLLHUP | POLLNVAL));
 }
 
 vipl::SpinBudget sock_spin_budget(Sock *s) noexcept {

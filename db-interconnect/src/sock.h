@@ -80,9 +80,7 @@ struct Sock : File {
     int snd_timeout_ms = 0;
     bool shut_rd = false;
     bool shut_wr = false;
-    bool reset_told = false;
-    short fd_events = POLLIN; // what the stream's fd is armed for (set_fd_events)  // a broken
-                              // stream's reset was reported once (then: end)
+    bool reset_told = false;  // a broken stream's reset was reported once (then: end)
     bool send_failed = false; // a send found the connection gone (TCP then hangs up)
 
     // listening
@@ -156,7 +154,14 @@ inline bool has_prefix(const Sock *s) {
     return s->prefix_off < s->prefix.size();
 }
 // A vipl socket's readiness as the kernel would report it (see sock.cc).
-short vipl_events(Sock *s) noexcept;
+// With arm_for >= 0 the stream's wait fd is armed when none of arm_for holds (before a
+// sleep: Stream::arm).
+short vipl_events(Sock *s, short arm_for = -1) noexcept;
+// Before sleeping on what sock_under gave: a stream arms its wait fd (nothing is lost
+// between this look and the sleep); returns what holds of `want` already (0 for other
+// states: the kernel's readiness is level-triggered).  `edge`: armed even while data
+// waits (an edge-triggered waiter's filter decides what is new).
+short sock_arm(Sock *s, int fd, short want, bool edge = false) noexcept;
 // What to sleep on in the socket's present state, without looking at it (no lock taken).
 Under sock_under(Sock *s, int fd, short want) noexcept;
 // What libvipl's spin policy allows a waiter on this socket now (none unless it rides a

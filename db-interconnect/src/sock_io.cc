@@ -68,9 +68,11 @@ SockState settle(Sock *s, int fd, bool writing) {
             if (!server_look(s, fd, writing)) return st;
             continue;
         case SockState::accepting:
-            // A write waits for the client's stream (the client, waiting for an answer,
-            // reads the REPLY and comes): bounded by the rendezvous's deadline.
-            if (!accept_step(s, fd, writing ? s->rendezvous_until : Deadline{})) return st;
+            // A write needs the client's stream (the client, waiting for an answer, reads
+            // the REPLY and comes): a blocking one waits for it, bounded by the
+            // rendezvous's deadline; a non-blocking one would block (EAGAIN) meanwhile.
+            if (!accept_step(s, fd, writing && !s->nonblock ? s->rendezvous_until : Deadline{}))
+                return st;
             continue;
         case SockState::strip_hello:
         case SockState::strip_reply:
@@ -427,6 +429,10 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
         if (st == SockState::vipl) {
             Inside in;
             return vipl_send(s, iov, iovcnt, flags, nb, mark);
+        }
+        if (st == SockState::accepting) {
+            errno = EAGAIN; // non-blocking: writable once the client's stream is here
+            return -1;
         }
         if (st != SockState::hello_sent) return kKernel;
         // The kernel connection is full and its server has not decided: wait for room

@@ -279,6 +279,16 @@ public:
     // (in this process): until then no call arms anything for it.
     int fd() const noexcept;
 
+    // For a waiter that looks at the stream itself before it sleeps (the socket
+    // interposer): libvipl's VI wait fd, which stays quiet until arm() armed it (unlike
+    // fd(), whose handing out makes the stream arm it after every call, a system call per
+    // message for the peer).  arm() takes what arrived and returns events(); when none of
+    // `want` (nor POLLERR, POLLHUP) holds, it arms the wait fd first, so that the VI's
+    // next event makes it readable: sleep on wait_fd() only after an arm() that returned
+    // nothing wanted.  Without ready_fd only; -1 for an empty stream.
+    int wait_fd() const noexcept;
+    short arm(short want) noexcept;
+
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
     // A program that waits for POLLOUT only when a write would block keeps fd() quiet
