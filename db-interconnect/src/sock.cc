@@ -97,6 +97,7 @@ void sock_untrack(Sock *s, int fd) noexcept {
 static void sock_destroy(Sock *s) noexcept {
     Inside in;
     epoll_sock_gone(s);
+    sock_stat_sync(s);
     // The last close of a socket returns at once, as the kernel's does; the stream
     // finishes delivering what was written by itself (linger.cc).
     if (s->stream.is_open()) linger_stream(std::move(s->stream));
@@ -109,6 +110,7 @@ static void sock_destroy(Sock *s) noexcept {
     s->family = 0;
     s->nonblock = s->flags_stale = s->shut_rd = s->shut_wr = false;
     s->reset_told = s->send_failed = false;
+    s->spun = s->slept = 0;
     s->rcv_timeout_ms = s->snd_timeout_ms = 0;
     s->remote_rule = false;
     s->dest = {};
@@ -254,7 +256,22 @@ short sock_arm(Sock *s, int fd, short want, bool edge) noexcept {
     if (s->state.load(std::memory_order_acquire) != SockState::vipl || s->pre_bytes > 0) return 0;
     // An edge-triggered waiter wants every new arrival: armed even while data waits.
     short ev = vipl_events(s, edge ? 0 : static_cast<short>(want & (POLLIN | POLLOUT)));
-    return static_cast<short>(ev & (want | POLLERR | POLLHUP | POLLNVAL));
+    short r = static_cast<short>(ev & (want | POLLERR | POLLHUP | POLLNVAL));
+    if (!r) {
+        ++s->slept; // the waiter sleeps now
+        sock_stat_sync(s);
+    }
+    return r;
+}
+
+void sock_stat_sync(Sock *s) noexcept {
+    if (!s->stat || s->state.load(std::memory_order_acquire) != SockState::vipl) return;
+    vipl::StreamCounters c = s->stream.counters();
+    StatSlot &t = *s->stat;
+    t.messages_in.store(c.messages_in, std::memory_order_relaxed);
+    t.messages_out.store(c.messages_out, std::memory_order_relaxed);
+    t.spins.store(c.spin_wins + s->spun, std::memory_order_relaxed);
+    t.sleeps.store(c.sleeps + s->slept, std::memory_order_relaxed);
 }
 
 vipl::SpinBudget sock_spin_budget(Sock *s) noexcept {

@@ -108,6 +108,7 @@ struct Sock : File {
 
     std::vector<Member *> members; // epoll registrations (under the epoll lock)
     StatSlot *stat = nullptr;
+    uint64_t spun = 0, slept = 0; // waits of the interposer's (poll, epoll) on this stream
 };
 
 // --- making tracked sockets (api_socket.cc calls these)
@@ -168,11 +169,17 @@ Under sock_under(Sock *s, int fd, short want) noexcept;
 // stream), and how the spin ended for it (vipl/spin.h).
 vipl::SpinBudget sock_spin_budget(Sock *s) noexcept;
 void sock_spin_outcome(Sock *s, bool won) noexcept;
-// For vipl::Spin::report.
+// For vipl::Spin::report (a win counts for vipl-run --stat too).
 struct SpinOf {
     Sock *s;
-    void spin_outcome(bool won) const { sock_spin_outcome(s, won); }
+    void spin_outcome(bool won) const {
+        if (won) ++s->spun;
+        sock_spin_outcome(s, won);
+    }
 };
+// Copies the stream's counters (messages, spins, sleeps) into the socket's row of the
+// process's connection table (stats.h): before a sleep and at the end.
+void sock_stat_sync(Sock *s) noexcept;
 
 // --- the end of a connection without waiting for the peer (linger.cc)
 // Closes a stream as the last close of its socket does: at once when other processes
