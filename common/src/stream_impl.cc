@@ -350,8 +350,8 @@ void Stream::Impl::consume_front() {
     t.owed++;
 }
 
-void Stream::Impl::progress() {
-    if (!vi) return;
+bool Stream::Impl::progress() {
+    if (!vi) return false;
     State &t = *st;
     VIP_DESCRIPTOR *d;
     VIP_RETURN rc;
@@ -361,7 +361,7 @@ void Stream::Impl::progress() {
         }
         while (VipRecvDone(vi, &d) != VIP_NOT_DONE) {
         }
-        return;
+        return false;
     }
     bool any = false;
     while ((rc = VipSendDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR) {
@@ -387,6 +387,7 @@ void Stream::Impl::progress() {
         t.rq.front().rts && t.rq.front().off == t.rq.front().end &&
         t.rq.front().taken < t.rq.front().region.length)
         start_bounce();
+    return any;
 }
 
 bool Stream::Impl::front_ready(bool direct) const {

@@ -169,7 +169,7 @@ struct Stream::Impl {
     void wake_sleepers();
 
     // Takes every completion, then posts what flow control allows.  Never blocks.
-    void progress();
+    bool progress(); // whether a completion came (the peer is at work)
     // Makes progress until done() holds (the predicate must also accept `broken`):
     // spins as the VI's spin policy allows (spin_us is its base), then sleeps.  Errors:
     // would_block (at once in non-blocking mode), timed_out, interrupted.  Lock held.
@@ -326,12 +326,18 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
             bool got = spin.run(
                 [&] {
                     Guard g(*this);
-                    progress();
+                    // A completion that does not end the wait still shows the peer at
+                    // work (a reader taking what a writer waits to add to): spin on.
+                    if (progress() && !done()) spin.extend();
                     return done();
                 },
                 deadline);
             lock();
-            if (!spin.empty()) VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
+            struct Outcome {
+                VIP_VI_HANDLE vi;
+                void spin_outcome(bool won) { VipViSpinOutcome(vi, won ? VIP_TRUE : VIP_FALSE); }
+            } outcome{vi};
+            spin.report(outcome, got, got);
             if (got) st->stats.spin_wins++;
             // A shareable stream's state may have moved since the look (another holder
             // took the lock): look again, and keep the lock until this one sleeps.

@@ -216,6 +216,9 @@ ssize_t vipl_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags, bool
     if (s->stat) {
         stat_add(s->stat->calls_in, 1);
         stat_add(s->stat->bytes_in, got);
+        // A blocking reader waits inside the stream, never in an arm: its table row
+        // learns the stream's counters every so often.
+        if (!nb && (s->stat->calls_in.load(std::memory_order_relaxed) & 63) == 0) sock_stat_sync(s);
     }
     return static_cast<ssize_t>(got);
 }
@@ -297,6 +300,8 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
     if (s->stat) {
         stat_add(s->stat->calls_out, 1);
         stat_add(s->stat->bytes_out, got);
+        if (!nb && (s->stat->calls_out.load(std::memory_order_relaxed) & 63) == 0)
+            sock_stat_sync(s);
     }
     return static_cast<ssize_t>(got);
 }

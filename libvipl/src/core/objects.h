@@ -337,6 +337,7 @@ struct ViLocal {
 };
 constexpr unsigned kSpinMissesMax = 10;
 constexpr unsigned kHandoffMissesMax = 4;
+constexpr unsigned kBusyPeerFactor = 4; // budget of a spin whose peer is at work
 
 using NicTable = HandleTable<Nic, HandleTag::nic>;
 using PtagTable = HandleTable<Ptag, HandleTag::ptag>;

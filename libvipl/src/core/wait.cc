@@ -261,6 +261,11 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
         ns *= 4;
     } else {
         ns >>= l.spin_misses;
+        // A peer at work on the connection (not asleep on it) answers or gives room
+        // soon: a reader copying out what a writer waits to add to, a server working
+        // on a request.  Four times the budget: a sleep and a wake-up across cores
+        // cost more than that on many hosts.  A peer asleep on it waits for us.
+        if (vi->prov && ops->peer_busy(vi)) ns *= kBusyPeerFactor;
     }
     plan.ns = ns;
     plan.yield_every = plan.peer_cpu_known ? 0 : (ops->wait_caps & kCapSpinByProgress) ? 16 : 64;

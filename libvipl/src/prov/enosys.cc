@@ -23,6 +23,10 @@ VIP_RETURN peer_progress(Vi *, VIP_VI_ATTRIBUTES *, pollfd *, int *, uint64_t *)
 int exchange_cpu(Vi *, int) {
     return -1;
 }
+
+bool peer_busy(Vi *) {
+    return false;
+}
 void arm(Vi *, unsigned) {}
 void disarm(Vi *) {}
 bool armed(Vi *) {

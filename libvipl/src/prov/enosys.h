@@ -12,6 +12,7 @@ VIP_RETURN endpoints(Vi *, VIP_VI_ENDPOINTS *);
 VIP_RETURN peer_request(Vi *, const VIP_NET_ADDRESS *, const VIP_NET_ADDRESS *, uint64_t);
 VIP_RETURN peer_progress(Vi *, VIP_VI_ATTRIBUTES *, pollfd *, int *, uint64_t *);
 int exchange_cpu(Vi *, int);
+bool peer_busy(Vi *);
 // For transports whose descriptors become ready by themselves (sockets):
 // there is no doorbell to arm, and nothing rings one.
 void arm(Vi *, unsigned);

@@ -125,6 +125,10 @@ struct ViOps {
     // Publishes the CPU this side waits on; returns the CPU the peer last
     // waited on, or -1.  Spinning is pointless when both are the same.
     int (*exchange_cpu)(Vi *vi, int my_cpu);
+    // Whether the peer is known to be at work on this connection (it has not armed
+    // its end to be woken): an answer or room may come soon, spinning pays.
+    // False when the transport cannot tell.
+    bool (*peer_busy)(Vi *vi);
     // The caller found nothing to take and will return empty-handed or
     // sleep: push what was held back to ride on later traffic
     // (acknowledgements), so that the peer is not kept waiting.

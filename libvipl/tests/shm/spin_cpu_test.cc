@@ -35,13 +35,13 @@ TEST_CASE("shm spin budget: none when the peer waits on this CPU, no yields when
     REQUIRE(pin(1));
     REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS); // the peer is on CPU 0
     CHECK(a.PeerCpuKnown == VIP_TRUE);
-    CHECK(a.Nanoseconds == base);
+    CHECK(a.Nanoseconds == 4 * base); // and not asleep on the connection: at work
     CHECK(a.YieldEvery == 0);
     // And b learns that a waits on CPU 1 now.
     REQUIRE(pin(0));
     REQUIRE(VipViSpinBudget(p.b, base, &b) == VIP_SUCCESS);
     CHECK(b.PeerCpuKnown == VIP_TRUE);
-    CHECK(b.Nanoseconds == base);
+    CHECK(b.Nanoseconds == 4 * base);
 
     sched_setaffinity(0, sizeof saved, &saved);
     vt::destroy_vi(p.a);
@@ -84,6 +84,34 @@ TEST_CASE("shm spin budget: hand-offs that keep finding nothing are no longer of
         REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
         CHECK(a.PeerCpuKnown == VIP_TRUE);
     }
+    sched_setaffinity(0, sizeof saved, &saved);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+}
+
+TEST_CASE("shm spin budget: four times the base while the peer is at work, the base while it "
+          "sleeps on the connection",
+          "[spin]") {
+    REQUIRE(sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+    cpu_set_t saved;
+    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    vt::Nic na("shm0"), nb("shm0");
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+    const VIP_UINT64 base = 50000;
+    VIP_SPIN_BUDGET a{};
+    // b never waited: at work as far as a can tell.
+    REQUIRE(pin(1));
+    REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
+    CHECK(a.Nanoseconds == 4 * base);
+    // b arms its wait fd on CPU 0, as a program does right before it sleeps.
+    REQUIRE(pin(0));
+    int fd = -1;
+    REQUIRE(VipGetViWaitFdEx(p.b, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
+    REQUIRE(VipArmViWaitFd(p.b) == VIP_SUCCESS);
+    REQUIRE(pin(1));
+    REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
+    CHECK(a.PeerCpuKnown == VIP_TRUE);
+    CHECK(a.Nanoseconds == base);
     sched_setaffinity(0, sizeof saved, &saved);
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);

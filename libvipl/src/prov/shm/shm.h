@@ -307,6 +307,7 @@ void ring_peer(Vi *vi, Endpoint *ep, unsigned what);
 int wait_fds(Vi *vi, pollfd *fds, int max);
 void check_peer(Vi *vi);
 int exchange_cpu(Vi *vi, int my_cpu);
+bool peer_busy(Vi *vi);
 // Whether the peer hung up (cheap: checked every LIVENESS_MS unless forced).
 bool peer_hung_up(Vi *vi, Endpoint *ep, bool force);
 

@@ -101,6 +101,12 @@ int exchange_cpu(Vi *vi, int my_cpu) {
     return ep->peer->cpu.load(std::memory_order_relaxed);
 }
 
+bool peer_busy(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    // Armed bits: the peer sleeps on this connection, or is about to.
+    return ep && ep->up && !(ep->peer->waiter.load(std::memory_order_relaxed) & 3);
+}
+
 bool peer_hung_up(Vi *, Endpoint *ep, bool force) {
     uint64_t now = coarse_ns();
     if (!force && now < ep->next_liveness) return false;

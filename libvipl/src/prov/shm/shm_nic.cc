@@ -81,6 +81,7 @@ const ViOps kViOps = {
     .sleep_fds = wait_fds,
     .check_peer = check_peer,
     .exchange_cpu = exchange_cpu,
+    .peer_busy = peer_busy,
     .idle = enosys::idle,
     .drop_aux = drop_peer_regions,
     .direct_begin = nullptr, // a sleeper always waits on the doorbell

@@ -151,6 +151,7 @@ const ViOps kViOps = {
     .sleep_fds = sleep_fds,
     .check_peer = check_peer,
     .exchange_cpu = enosys::exchange_cpu,
+    .peer_busy = enosys::peer_busy,
     .idle = idle,
     .drop_aux = enosys::drop_aux,
     .direct_begin = direct_begin,
