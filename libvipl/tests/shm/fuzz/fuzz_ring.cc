@@ -147,6 +147,19 @@ void connect_vis(VIP_NIC_HANDLE anic, VIP_VI_HANDLE acceptor, VIP_NIC_HANDLE rni
         fail("cannot connect: %s / %s", VipReturnString(rc), VipReturnString(rrc));
 }
 
+// A discriminator of this process's own: fuzzers running at once (ctest -j, a long
+// run beside a short one) must not serve the same one.
+std::vector<uint8_t> process_disc(char kind) {
+    uint32_t pid = static_cast<uint32_t>(getpid());
+    return {'f',
+            'r',
+            static_cast<uint8_t>(kind),
+            static_cast<uint8_t>(pid >> 24),
+            static_cast<uint8_t>(pid >> 16),
+            static_cast<uint8_t>(pid >> 8),
+            static_cast<uint8_t>(pid)};
+}
+
 Endpoint *endpoint_of(VIP_VI_HANDLE h) {
     vipl::Vi *vi = vipl::vis().lookup(h);
     if (!vi || !endpoint(vi) || !endpoint(vi)->up) fail("no shm endpoint behind a VI handle");
@@ -172,7 +185,7 @@ struct HonestPair {
         if (VipCreateVi(nic, &a, nullptr, nullptr, &srv) != VIP_SUCCESS ||
             VipCreateVi(nic, &a, nullptr, nullptr, &cli) != VIP_SUCCESS)
             fail("honest VIs");
-        connect_vis(nic, srv, nic, cli, {'h', 'o', 'n', 'e', 's', 't'});
+        connect_vis(nic, srv, nic, cli, process_disc('h'));
     }
     VIP_DESCRIPTOR *desc(int i) { return reinterpret_cast<VIP_DESCRIPTOR *>(mem + i * 128); }
     void one_way(VIP_VI_HANDLE from, VIP_VI_HANDLE to, uint32_t seed) {
@@ -213,7 +226,7 @@ struct Harness {
     std::vector<uint8_t> expect = std::vector<uint8_t>(kPages * kPage);
     std::vector<uint8_t> may_change = std::vector<uint8_t>(kPages * kPage);
     HonestPair honest;
-    std::vector<uint8_t> vi_disc{'v', 'i', 'c', 't', 'i', 'm'};
+    std::vector<uint8_t> vi_disc = process_disc('v');
     // Stream mode.
     std::optional<vipl::Listener> listener[2]; // private, shareable
     vipl::Stream honest_cli[2], honest_srv[2];
@@ -685,7 +698,7 @@ void check_memory(Run &r) {
                  h->mem[i], h->expect[i]);
     for (int i = 0; i < r.recvs; ++i) {
         if (!r.done[i] || (r.status[i] & VIP_STATUS_ERROR_MASK)) continue;
-        if (r.status[i] & VIP_STATUS_OP_REMOTE_RDMA_WRITE) {
+        if ((r.status[i] & VIP_STATUS_OP_MASK) == VIP_STATUS_OP_REMOTE_RDMA_WRITE) {
             if (r.length[i] > r.mtu) fail("an RDMA write notice of %u bytes", r.length[i]);
             continue;
         }
