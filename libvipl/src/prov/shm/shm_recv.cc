@@ -68,13 +68,13 @@ Step refuse_message(Vi *vi, Endpoint *ep, uint64_t pos, VIP_DESCRIPTOR *desc) {
 }
 
 // Where a piece of a fragmented message belongs: pieces come in order, each with the
-// first one's total, the first at offset 0 and the last ending at the total.  Anything
-// else is a broken (or hostile) peer.
+// first one's total, the first at offset 0 (no other message under way) and the last
+// ending at the total.  Anything else is a broken (or hostile) peer.
 bool fragment_in_order(Endpoint *ep, bool first, bool last, uint32_t offset, uint32_t total,
                        uint32_t len) {
     if (uint64_t(offset) + len > total) return false;
     if (first) {
-        if (ep->frag == Endpoint::Frag::filling || offset != 0) return false;
+        if (ep->frag != Endpoint::Frag::none || offset != 0) return false;
         ep->frag_total = total;
     } else if (offset != ep->frag_next || total != ep->frag_total) {
         return false;
@@ -95,6 +95,9 @@ Step deliver(Vi *vi, Endpoint *ep, const Rec &r, const uint8_t *body, uint32_t n
     uint64_t total = r.len;
     uint64_t offset = 0;
     const uint8_t *payload = body;
+    // A sender finishes a fragmented message before it starts another (only RDMA read
+    // answers and pads come in between, which take no receive descriptor).
+    if (!frag && ep->frag != Endpoint::Frag::none) return Step::failed;
     if (frag) {
         FragBody b = load_once<FragBody>(body);
         if (r.type == kSendFrag && !fragment_in_order(ep, first, last, b.offset, b.total, r.len))

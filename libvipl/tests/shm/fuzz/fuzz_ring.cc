@@ -107,6 +107,20 @@ auto timed(const char *what, F &&f) {
     return r;
 }
 
+// libFuzzer's timer signal interrupts waits: the harness's own waits go on (bounded).
+template <class F>
+VIP_RETURN again(F &&f) {
+    VIP_RETURN rc = VIP_INTERRUPTED;
+    for (int i = 0; i < 100 && rc == VIP_INTERRUPTED; ++i) rc = f();
+    return rc;
+}
+template <class F>
+auto again_ec(std::error_code &ec, F &&f) {
+    auto r = f();
+    for (int i = 0; i < 100 && ec == std::errc::interrupted; ++i) r = f();
+    return r;
+}
+
 // ------------------------------------------------------------------ connections
 
 std::vector<uint8_t> address(VIP_NIC_HANDLE nic, const uint8_t *disc, uint16_t len) {
@@ -132,16 +146,24 @@ void connect_vis(VIP_NIC_HANDLE anic, VIP_VI_HANDLE acceptor, VIP_NIC_HANDLE rni
             VIP_VI_ATTRIBUTES ra;
             rrc = VipConnectRequest(requester, reinterpret_cast<VIP_NET_ADDRESS *>(rlocal.data()),
                                     reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), 5000, &ra);
-            if (rrc != VIP_NO_MATCH) break;
+            if (rrc != VIP_NO_MATCH && rrc != VIP_INTERRUPTED) break;
             usleep(1000);
         }
     });
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 64);
     VIP_VI_ATTRIBUTES ra;
     VIP_CONN_HANDLE conn;
-    VIP_RETURN rc = VipConnectWait(anic, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), 5000,
-                                   reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), &ra, &conn);
-    if (rc == VIP_SUCCESS) rc = VipConnectAccept(conn, acceptor);
+    VIP_RETURN rc = VIP_TIMEOUT;
+    // A request its requester gave up on (a signal ended its wait) fails to be
+    // accepted: the next one is the retry.
+    for (int i = 0; i < 8 && rc != VIP_SUCCESS; ++i) {
+        rc = again([&] {
+            return VipConnectWait(anic, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), 5000,
+                                  reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), &ra, &conn);
+        });
+        if (rc != VIP_SUCCESS) break;
+        rc = VipConnectAccept(conn, acceptor);
+    }
     t.join();
     if (rc != VIP_SUCCESS || rrc != VIP_SUCCESS)
         fail("cannot connect: %s / %s", VipReturnString(rc), VipReturnString(rrc));
@@ -205,10 +227,11 @@ struct HonestPair {
         if (VipPostRecv(to, desc(0), mh) != VIP_SUCCESS || VipPostSend(from, desc(1), mh))
             fail("the honest connection refused a post");
         VIP_DESCRIPTOR *d;
-        if (VipRecvWait(to, 2000, &d) != VIP_SUCCESS || d != desc(0) || d->CS.Length != 64 ||
-            memcmp(src, dst, 64) != 0)
+        if (again([&] { return VipRecvWait(to, 2000, &d); }) != VIP_SUCCESS || d != desc(0) ||
+            d->CS.Length != 64 || memcmp(src, dst, 64) != 0)
             fail("the honest connection lost a message");
-        if (VipSendWait(from, 2000, &d) != VIP_SUCCESS) fail("the honest send did not complete");
+        if (again([&] { return VipSendWait(from, 2000, &d); }) != VIP_SUCCESS)
+            fail("the honest send did not complete");
     }
     void exchange() {
         one_way(cli, srv, ++round);
@@ -291,11 +314,15 @@ void setup() {
         if (ec) fail("cannot bind a stream listener: %s", ec.message().c_str());
         std::thread t([&] {
             std::error_code cec;
-            h->honest_cli[s] = vipl::Stream::connect(h->listener[s]->uri(),
-                                                     vipl::deadline_in(std::chrono::seconds(5)),
-                                                     cec, stream_options(s == 1));
+            h->honest_cli[s] = again_ec(cec, [&] {
+                return vipl::Stream::connect(h->listener[s]->uri(),
+                                             vipl::deadline_in(std::chrono::seconds(5)), cec,
+                                             stream_options(s == 1));
+            });
         });
-        h->honest_srv[s] = h->listener[s]->accept(vipl::deadline_in(std::chrono::seconds(5)), ec);
+        h->honest_srv[s] = again_ec(ec, [&] {
+            return h->listener[s]->accept(vipl::deadline_in(std::chrono::seconds(5)), ec);
+        });
         t.join();
         if (ec || !h->honest_cli[s]) fail("no honest stream");
     }
@@ -723,16 +750,22 @@ void honest_streams() {
         std::error_code ec;
         vipl::Stream &a = h->stream_round % 2 ? h->honest_cli[s] : h->honest_srv[s];
         vipl::Stream &b = h->stream_round % 2 ? h->honest_srv[s] : h->honest_cli[s];
-        if (a.write(std::as_bytes(std::span(out)), vipl::deadline_in(std::chrono::seconds(2)),
-                    ec) != 64)
-            fail("the honest stream refused a write: %s", ec.message().c_str());
+        size_t put = 0;
+        for (int i = 0; i < 100 && put < 64; ++i) {
+            put += a.write(std::as_bytes(std::span(out + put, 64 - put)),
+                           vipl::deadline_in(std::chrono::seconds(2)), ec);
+            if (ec && ec != std::errc::interrupted)
+                fail("the honest stream refused a write: %s", ec.message().c_str());
+        }
         size_t got = 0;
-        while (got < 64) {
+        for (int i = 0; i < 100 && got < 64; ++i) {
             size_t n = b.read(std::as_writable_bytes(std::span(in + got, 64 - got)),
                               vipl::deadline_in(std::chrono::seconds(2)), ec);
-            if (ec || n == 0) fail("the honest stream lost a message: %s", ec.message().c_str());
+            if ((ec && ec != std::errc::interrupted) || (!ec && n == 0))
+                fail("the honest stream lost a message: %s", ec.message().c_str());
             got += n;
         }
+        if (put < 64 || got < 64) fail("the honest stream took too many signals");
         if (memcmp(in, out, 64) != 0) fail("the honest stream changed a message");
     }
 }
@@ -792,11 +825,14 @@ void start_stream(Run &r) {
     VIP_RETURN rrc = VIP_SUCCESS;
     std::thread t([&] {
         VIP_VI_ATTRIBUTES ra;
-        rrc = VipConnectRequest(r.hostile, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
-                                reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), 5000, &ra);
+        rrc = again([&] {
+            return VipConnectRequest(r.hostile, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
+                                     reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), 5000, &ra);
+        });
     });
     std::error_code ec;
-    r.vs = h->listener[s]->accept(vipl::deadline_in(std::chrono::seconds(5)), ec);
+    r.vs = again_ec(
+        ec, [&] { return h->listener[s]->accept(vipl::deadline_in(std::chrono::seconds(5)), ec); });
     t.join();
     if (ec || rrc != VIP_SUCCESS) fail("cannot connect the stream: %s", ec.message().c_str());
     r.vs.set_nonblocking(true);
