@@ -229,14 +229,15 @@ bool sealed_memfd(int fd, uint64_t size) {
            static_cast<uint64_t>(sb.st_size) >= size;
 }
 
-// The peer's doorbell: an eventfd in non-blocking mode, so that ringing it never
-// waits (anything else, a pipe or a socket, could block the ringer).
-bool is_doorbell(int fd) {
-    char path[64], target[64] = {};
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(path, target, sizeof target - 1);
+// The peer's doorbell: an anonymous-inode file like our own eventfd (`own`), in
+// non-blocking mode, so that ringing it never waits.  Anything else, a pipe or a
+// socket, could block the ringer; of the anonymous-inode files only an eventfd takes
+// a write at all.  (fstat, not /proc, which a container may lack.)
+bool is_doorbell(int fd, int own) {
+    struct stat a, b;
     int fl = fcntl(fd, F_GETFL);
-    return n > 0 && strcmp(target, "anon_inode:[eventfd]") == 0 && fl >= 0 && (fl & O_NONBLOCK);
+    return fstat(fd, &a) == 0 && fstat(own, &b) == 0 && (a.st_mode & S_IFMT) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino && fl >= 0 && (fl & O_NONBLOCK);
 }
 
 // The geometry of a connection's memory as this side decided (acceptor) or checked
@@ -338,7 +339,7 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
         munmap(map, size);
         return VIP_TIMEOUT;
     }
-    if (!is_doorbell(got[0])) {
+    if (!is_doorbell(got[0], vi->efd)) {
         VIPL_ERROR("connection from pid %d: its doorbell is not a non-blocking eventfd", peer_pid);
         close_fds(got, ngot);
         munmap(map, size);
@@ -374,8 +375,8 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
                 a.header_size >= sizeof(ConnHeader) && a.header_size % kLine == 0 &&
                 a.header_size <= (1u << 20) && a.map_size >= a.header_size + 2ull * a.ring_size &&
                 a.map_size < (1ull << 32) && sealed_memfd(fds[0], a.map_size) &&
-                is_doorbell(fds[1]) && getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-                cred.pid > 0;
+                is_doorbell(fds[1], vi->efd) &&
+                getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0;
     void *map = sane ? mmap(nullptr, a.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)
                      : MAP_FAILED;
     fd_close(fds[0]);
