@@ -367,7 +367,8 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
 VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES *rattrs) {
     Endpoint *ep = endpoint(vi);
     // The acceptor's pid as the kernel knows it: cross-memory attach goes to that
-    // process only, whatever pid the Answer claims.
+    // process only, whatever pid the Answer claims (0, from another pid namespace:
+    // none then, the probe fails).
     ucred cred{};
     socklen_t cl = sizeof cred;
     bool sane = a.magic == kMagic && a.version == kVersion && a.ring_size >= 2048 &&
@@ -376,7 +377,7 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
                 a.header_size <= (1u << 20) && a.map_size >= a.header_size + 2ull * a.ring_size &&
                 a.map_size < (1ull << 32) && sealed_memfd(fds[0], a.map_size) &&
                 is_doorbell(fds[1], vi->efd) &&
-                getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0;
+                getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
     void *map = sane ? mmap(nullptr, a.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)
                      : MAP_FAILED;
     fd_close(fds[0]);
