@@ -1,13 +1,14 @@
 // The memory of a connection between two processes of one user is theirs alone: a
 // process of another user can neither open it (nor the region table beside it)
 // through /proc, read it with cross-memory attach, nor reach the abstract sockets the
-// connection was made over.
+// connection was made over; what a peer is handed is sealed.
 #include "shm_util.h"
 
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <grp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -150,6 +151,66 @@ TEST_CASE("another user can open, read or reach nothing of a connection between 
     CHECK(ep.state() == VIP_STATE_CONNECTED);
     pc.send(1);
     status = peer_child.wait(20);
+    INFO("peer process: " << st::status_text(status));
+    CHECK(status == 0);
+}
+
+TEST_CASE("the memory a peer is handed is sealed: the region table cannot be mapped writable "
+          "nor resized, the connection memory cannot be resized",
+          "[shm][bad]") {
+    st::Channel pc;
+    std::string d1 = vt::unique_disc("s"), d2 = vt::unique_disc("t");
+    pid_t peer = st::spawn_checked([&] {
+        pc.in_child();
+        st::Ep ep;
+        EP_REQUIRE(ep, ep.open(1 << 16));
+        EP_REQUIRE(ep, peer_connect(ep, d2, d1));
+        uint64_t done;
+        REQUIRE(pc.recv(&done, 30000));
+        return 0;
+    });
+    pc.in_parent();
+    st::Child peer_child(peer);
+    st::Ep ep;
+    EP_REQUIRE(ep, ep.open(1 << 16));
+    EP_REQUIRE(ep, peer_connect(ep, d1, d2));
+
+    // The region table: what a peer gets is this descriptor (open for writing).
+    auto fds = st::fds_with("vipl-regions");
+    INFO(st::join(fds));
+    REQUIRE(!fds.empty());
+    int rfd = fd_number(fds[0]);
+    int seals = fcntl(rfd, F_GET_SEALS);
+    CHECK((seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) ==
+          (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
+    errno = 0;
+    void *w = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rfd, 0);
+    CHECK(w == MAP_FAILED);
+    CHECK(errno == EPERM);
+    if (w != MAP_FAILED) munmap(w, 4096);
+    void *r = mmap(nullptr, 4096, PROT_READ, MAP_SHARED, rfd, 0);
+    REQUIRE(r != MAP_FAILED);
+    errno = 0;
+    CHECK(mprotect(r, 4096, PROT_READ | PROT_WRITE) != 0); // nor made writable later
+    munmap(r, 4096);
+    CHECK(ftruncate(rfd, 0) != 0);
+
+    // The connection memory, reopened as a peer holding it could.
+    auto maps = st::maps_with("vipl-conn");
+    REQUIRE(maps.size() == 1);
+    unsigned long long start = 0, end = 0;
+    REQUIRE(sscanf(maps[0].c_str(), "%llx-%llx", &start, &end) == 2);
+    int cfd = open(st::fmt("/proc/self/map_files/%llx-%llx", start, end).c_str(), O_RDWR);
+    REQUIRE(cfd >= 0);
+    CHECK((fcntl(cfd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW)) ==
+          (F_SEAL_SHRINK | F_SEAL_GROW));
+    errno = 0;
+    CHECK(ftruncate(cfd, 0) != 0);
+    CHECK(errno == EPERM);
+    close(cfd);
+    CHECK(ep.state() == VIP_STATE_CONNECTED);
+    pc.send(1);
+    int status = peer_child.wait(20);
     INFO("peer process: " << st::status_text(status));
     CHECK(status == 0);
 }
