@@ -46,8 +46,9 @@ std::error_code sys_error() {
 std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> nic,
                                                    const StreamOptions &options, uint32_t mtu,
                                                    std::error_code &ec) {
-    if (options.recv_buffers == 0 || options.send_buffers == 0 || options.recv_buffers > 1024 ||
-        options.send_buffers > 1024 || mtu <= kHeaderSize || mtu > nic->attrs().MaxTransferSize) {
+    if (options.recv_buffers == 0 || options.send_buffers == 0 ||
+        options.recv_buffers > kMaxBuffers || options.send_buffers > kMaxBuffers ||
+        mtu <= kHeaderSize || mtu > nic->attrs().MaxTransferSize) {
         ec = std::make_error_code(std::errc::invalid_argument);
         return nullptr;
     }
@@ -258,6 +259,14 @@ void Stream::Impl::on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     }
 }
 
+void Stream::Impl::protocol_violation() {
+    set_broken(std::make_error_code(std::errc::protocol_error));
+    VipDisconnect(vi);
+}
+
+// What arrives is the peer's to choose: the header is decoded once, from our own
+// receive buffer (no peer writes there after the VI completed it), and every field is
+// bounded before it is used.
 void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     State &t = *st;
     auto slot = static_cast<uint32_t>(d - rdesc);
@@ -271,20 +280,17 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     Header h = detail::decode(rbuf(slot));
     uint32_t want = h.kind == Kind::data ? h.length : h.kind == Kind::rts ? kRtsSize : 0;
     // A shareable stream asked for no rts (kFlagNoRts): one is a broken protocol.
-    bool ok = got >= kHeaderSize && h.length == got - kHeaderSize && h.length == want &&
-              (h.kind != Kind::data || h.length > 0) &&
+    bool ok = got >= kHeaderSize && got <= mtu && h.length == got - kHeaderSize &&
+              h.length == want && (h.kind != Kind::data || h.length > 0) &&
               (h.kind >= Kind::data && h.kind <= Kind::stop) && !(shared && h.kind == Kind::rts) &&
-              !t.rq.full();
+              !t.rq.full() && t.credits + h.credits <= kMaxBuffers;
     if (!ok) {
-        set_broken(std::make_error_code(std::errc::protocol_error));
-        VipDisconnect(vi);
+        protocol_violation();
         return;
     }
     t.heard = true;
     if (h.flags & detail::kFlagNoRts) t.peer_no_rts = true;
-    // A peer grants at most what it has buffers for: a larger sum is a broken (or
-    // hostile) peer, whose own buffers it would overrun; it must not wrap our count.
-    t.credits = std::min<uint32_t>(t.credits + h.credits, 1u << 20);
+    t.credits += h.credits;
     if (t.credits > t.credits_max) t.credits_max = t.credits;
     if (h.kind == Kind::data) {
         t.stats.messages_in++;
@@ -304,9 +310,9 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
         m.off = m.end = kHeaderSize;
         m.rts = true;
         m.region = detail::decode_rts(rbuf(slot) + kHeaderSize);
-        if (m.region.length == 0) {
-            set_broken(std::make_error_code(std::errc::protocol_error));
-            VipDisconnect(vi);
+        // A writer offers regions of 1 to kRegionMax bytes, at most kRtsMax at a time.
+        if (m.region.length == 0 || m.region.length > kRegionMax) {
+            protocol_violation();
             return;
         }
         t.rq.push_back(m);

@@ -63,6 +63,9 @@ struct Stream::Impl {
     static constexpr uint32_t kRdmaSlots = 16;         // RDMA read descriptors
     static constexpr size_t kDirectMin = 16 * 1024;    // room for a direct read
     static constexpr uint32_t kSleepSlots = 8;         // threads asleep at once (shareable)
+    // The most buffers of either kind a stream has: a peer never grants more credits
+    // than it has receive buffers, so a grant past this is a broken (or hostile) peer.
+    static constexpr uint32_t kMaxBuffers = 1024;
 
     // A message taken off the VI, not yet read.
     struct Msg {
@@ -252,6 +255,8 @@ struct Stream::Impl {
     void post_control();
     bool send_control(detail::Kind kind);
     void set_broken(std::error_code why);
+    // The peer broke the protocol: the stream ends with protocol_error, the VI goes.
+    void protocol_violation();
     // Posts RDMA reads of m's region from byte `off` into dst + off, at most
     // kRdmaSlots pieces and not past len; returns where the next window starts.
     size_t post_reads(const Msg &m, size_t off, size_t len, void *dst, VIP_MEM_HANDLE lmh);

@@ -4,10 +4,17 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 namespace vipl {
+
+#ifdef F_SEAL_FUTURE_WRITE
+constexpr int kSealFutureWrite = F_SEAL_FUTURE_WRITE;
+#else
+constexpr int kSealFutureWrite = 0x0010; // Linux 5.1
+#endif
 
 bool RegionTable::init(uint32_t max_regions) {
     max_ = max_regions;
@@ -23,6 +30,15 @@ bool RegionTable::init(uint32_t max_regions) {
     void *p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) {
         VIPL_ERROR("cannot map the region table: %s", strerror(errno));
+        destroy();
+        return false;
+    }
+    // Peers get the descriptor, which is open for writing: sealed, none of them can
+    // map the table writable (and grant itself RDMA into any of our memory), nor
+    // shrink it under us.  This mapping stays writable.
+    if (fcntl(fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | kSealFutureWrite | F_SEAL_SEAL) < 0) {
+        VIPL_ERROR("cannot seal the region table: %s", strerror(errno));
+        munmap(p, size);
         destroy();
         return false;
     }

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <sys/types.h>
 
@@ -132,6 +133,29 @@ inline uint64_t round_line(uint64_t n) {
     return (n + kLine - 1) & ~static_cast<uint64_t>(kLine - 1);
 }
 
+// The peer writes the connection memory whenever it likes: a value the receiver
+// checks and then uses must be one read.  This copies it out once; the compiler
+// barrier keeps the compiler from reading the shared copy again in its place.
+template <class T>
+inline T load_once(const void *p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    return v;
+}
+
+// A record's header fields, read once after its sequence word matched.
+struct Rec {
+    uint16_t type;
+    uint16_t flags;
+    uint32_t len;
+    uint32_t imm;
+};
+inline Rec load_rec(const RecHdr *r) {
+    return load_once<Rec>(reinterpret_cast<const uint8_t *>(r) + sizeof(uint32_t));
+}
+static_assert(sizeof(Rec) == sizeof(RecHdr) - sizeof(uint32_t));
+
 // --------------------------------------------------------- process state
 
 // A peer NIC's region table, mapped read-only (shared by every connection to it).
@@ -139,12 +163,18 @@ struct PeerRegions {
     const RegionEntry *entries = nullptr;
     uint32_t count = 0;
     uint64_t nic_id = 0;
+    pid_t pid = 0;
     int refs = 0;
     int shared_refs = 0; // of refs, those of shareable VIs (mapped in fork children)
 };
 // References from shareable VIs are counted apart: a fork child keeps only
 // those (the others' mappings are not in it).
-PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count, bool shareable);
+// A table is known by the peer's NIC id and the kernel's pid of the peer (a NIC id is
+// the peer's word: alone it would let one peer have another's table used for it).
+// The memfd must be sealed against shrinking and hold `count` entries: a peer that
+// shrank it later would fault every reader.
+PeerRegions *peer_regions_acquire(uint64_t nic_id, pid_t pid, int fd, uint32_t count,
+                                  bool shareable);
 void peer_regions_release(PeerRegions *p, bool shareable);
 // ViOps::drop_aux: a VI's reference, dropped with its other copies.
 void drop_peer_regions(Vi *vi, void *p);
@@ -197,7 +227,8 @@ struct Endpoint {
     uint64_t acked = 0;         // peer->consumed when acknowledgements were last processed
     uint32_t unacked = 0;       // sends waiting for the peer to consume their records
     uint64_t consumed = 0;
-    pid_t peer_pid = 0;
+    pid_t peer_pid =
+        0; // the kernel's (SO_PEERCRED), for cross-memory attach; never the peer's word
     PeerRegions *peer_regions = nullptr;
     bool can_access_peer = false;
     bool peer_can_access_me = false;
@@ -208,10 +239,19 @@ struct Endpoint {
     uint64_t next_liveness = 0;
     uint32_t progress_calls = 0;
     uint64_t waiter_epoch = 0;
-    // Receive side: a fragmented message in progress.
+    // Receive side: a fragmented message in progress, its total and the offset its
+    // next piece must have (pieces come in order, every one with the first's total).
     enum class Frag { none, filling, dropping } frag = Frag::none;
-    // Target side of an RDMA read through the ring: bytes of the current answer sent.
+    uint32_t frag_total = 0;
+    uint32_t frag_next = 0;
+    // Target side of an RDMA read through the ring: the request as first read (the
+    // record stays in the ring, the peer's to change, while the answer waits for
+    // room) and the bytes of its answer sent.
+    ReadReqBody read_req{};
     uint32_t read_resp_sent = 0;
+    // The peer broke the protocol where no VI was at hand (its consumed counter):
+    // the next progress ends the connection.
+    bool peer_lied = false;
     bool stalled = false; // the in ring waits for room in the out ring (an RDMA read answer)
     P2p *p2p = nullptr;
     VIP_VI_ATTRIBUTES peer_attrs{};
@@ -277,7 +317,8 @@ void ring_publish(Endpoint *ep, uint64_t pos, uint64_t bytes, uint16_t type, uin
 uint32_t max_chunk(const Endpoint *ep);
 
 void fail_entry_at(Vi *vi, uint64_t pos);
-bool read_response(Vi *vi, Endpoint *ep, const ReadRespBody *b, const uint8_t *chunk, uint32_t len,
+// An RDMA read answer: `b` is the receiver's copy of its body, `chunk` its data in the ring.
+bool read_response(Vi *vi, Endpoint *ep, const ReadRespBody &b, const uint8_t *chunk, uint32_t len,
                    bool last);
 
 // shm_recv.cc

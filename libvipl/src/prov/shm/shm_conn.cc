@@ -16,9 +16,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -202,32 +204,63 @@ void close_fds(int *fds, int n) {
         if (fds[i] >= 0) fd_close(fds[i]);
 }
 
-void fill_own_end(Vi *vi, EndCtl *me, pid_t peer, uint64_t peer_probe) {
+// Returns whether this end may read and write the peer's memory (the peer may
+// overwrite the word in the shared block: the caller keeps this answer).
+bool fill_own_end(Vi *vi, EndCtl *me, pid_t peer, uint64_t peer_probe) {
+    bool can_access = cross_memory_attach_works(peer, peer_probe);
     me->pid = static_cast<uint32_t>(getpid());
     me->ptag = vi->ptag_id;
     me->rdma = (vi->attrs.EnableRdmaWrite ? kEndRdmaWrite : 0u) |
                (vi->attrs.EnableRdmaRead ? kEndRdmaRead : 0u);
-    me->can_access = cross_memory_attach_works(peer, peer_probe) ? 1 : 0;
+    me->can_access = can_access ? 1 : 0;
     me->shareable = vi->shareable ? 1 : 0;
     me->cpu.store(-1, std::memory_order_relaxed);
     // Up before the other side can see this end at all.
     me->state.store(kEndUp, std::memory_order_release);
+    return can_access;
 }
 
-void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_t peer_pid) {
+// The memfd a peer handed over: sealed so that it can never shrink (a peer that
+// truncated it would fault every access here), at least `size` bytes.
+bool sealed_memfd(int fd, uint64_t size) {
+    struct stat sb;
+    int seals = fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & F_SEAL_SHRINK) && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+           static_cast<uint64_t>(sb.st_size) >= size;
+}
+
+// The peer's doorbell: an anonymous-inode file like our own eventfd (`own`), in
+// non-blocking mode, so that ringing it never waits.  Anything else, a pipe or a
+// socket, could block the ringer; of the anonymous-inode files only an eventfd takes
+// a write at all.  (fstat, not /proc, which a container may lack.)
+bool is_doorbell(int fd, int own) {
+    struct stat a, b;
+    int fl = fcntl(fd, F_GETFL);
+    return fstat(fd, &a) == 0 && fstat(own, &b) == 0 && (a.st_mode & S_IFMT) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino && fl >= 0 && (fl & O_NONBLOCK);
+}
+
+// The geometry of a connection's memory as this side decided (acceptor) or checked
+// it (requester): never read back from the shared header, which the peer may change.
+struct Geometry {
+    uint32_t ring_size, header_size;
+};
+
+void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_t peer_pid,
+                    Geometry g, bool can_access) {
     ConnHeader *h = ep->hdr;
     ep->me = &h->end[side];
     ep->peer = &h->end[1 - side];
-    uint8_t *base = reinterpret_cast<uint8_t *>(h) + h->header_size;
-    ep->out = base + static_cast<size_t>(side) * h->ring_size;
-    ep->in = base + static_cast<size_t>(1 - side) * h->ring_size;
-    ep->ring_size = h->ring_size;
-    ep->mask = h->ring_size - 1;
+    uint8_t *base = reinterpret_cast<uint8_t *>(h) + g.header_size;
+    ep->out = base + static_cast<size_t>(side) * g.ring_size;
+    ep->in = base + static_cast<size_t>(1 - side) * g.ring_size;
+    ep->ring_size = g.ring_size;
+    ep->mask = g.ring_size - 1;
     ep->produced = ep->peer_consumed = ep->acked = ep->consumed = 0;
     ep->sock = sock;
     ep->peer_efd = peer_efd;
     ep->peer_pid = peer_pid;
-    ep->can_access_peer = ep->me->can_access && !ep->peer->shareable;
+    ep->can_access_peer = can_access && !ep->peer->shareable;
     ep->peer_can_access_me = ep->peer->can_access && !vi->shareable;
     ep->reliability = vi->attrs.ReliabilityLevel;
     const Config &cfg = config();
@@ -248,8 +281,11 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     uint32_t ring = cfg.shm_ring_size;
     uint32_t header = static_cast<uint32_t>(round_line(sizeof(ConnHeader)));
     size_t size = (static_cast<size_t>(header) + 2ull * ring + 4095) & ~size_t(4095);
-    int memfd = fd_track(memfd_create("vipl-conn", MFD_CLOEXEC));
-    if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(size)) < 0) {
+    int memfd = fd_track(memfd_create("vipl-conn", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    // Sealed before the peer has it: it can neither shrink the memory under us (every
+    // access here would fault) nor grow it.
+    if (memfd < 0 || ftruncate(memfd, static_cast<off_t>(size)) < 0 ||
+        fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         VIPL_ERROR("connection memory: %s", strerror(errno));
         if (memfd >= 0) fd_close(memfd);
         return VIP_ERROR_RESOURCE;
@@ -267,7 +303,7 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     h->version = kVersion;
     h->ring_size = ring;
     h->header_size = header;
-    fill_own_end(vi, &h->end[0], peer_pid, hello.probe);
+    bool can_access = fill_own_end(vi, &h->end[0], peer_pid, hello.probe);
 
     Answer a{};
     a.magic = kMagic;
@@ -303,7 +339,14 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
         munmap(map, size);
         return VIP_TIMEOUT;
     }
-    PeerRegions *pr = peer_regions_acquire(hello.nic_id, got[1], ack.regions, vi->shareable);
+    if (!is_doorbell(got[0], vi->efd)) {
+        VIPL_ERROR("connection from pid %d: its doorbell is not a non-blocking eventfd", peer_pid);
+        close_fds(got, ngot);
+        munmap(map, size);
+        return VIP_ERROR_RESOURCE;
+    }
+    PeerRegions *pr =
+        peer_regions_acquire(hello.nic_id, peer_pid, got[1], ack.regions, vi->shareable);
     fd_close(got[1]);
     if (!pr) {
         fd_close(got[0]);
@@ -314,7 +357,7 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     ep->map_size = size;
     ep->hdr = h;
     ep->peer_regions = pr;
-    setup_endpoint(vi, ep, 0, sock, got[0], peer_pid);
+    setup_endpoint(vi, ep, 0, sock, got[0], peer_pid, Geometry{ring, header}, can_access);
     fill_attrs(hello.attrs, &ep->peer_attrs);
     if (rattrs) *rattrs = ep->peer_attrs;
     return VIP_SUCCESS;
@@ -323,9 +366,18 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
 // Requester side: maps the memory the acceptor offered and finishes the handshake.
 VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES *rattrs) {
     Endpoint *ep = endpoint(vi);
+    // The acceptor's pid as the kernel knows it: cross-memory attach goes to that
+    // process only, whatever pid the Answer claims (0, from another pid namespace:
+    // none then, the probe fails).
+    ucred cred{};
+    socklen_t cl = sizeof cred;
     bool sane = a.magic == kMagic && a.version == kVersion && a.ring_size >= 2048 &&
-                !(a.ring_size & (a.ring_size - 1)) && a.header_size >= sizeof(ConnHeader) &&
-                a.map_size >= a.header_size + 2ull * a.ring_size && a.map_size < (1ull << 32);
+                a.ring_size <= (1u << 30) && !(a.ring_size & (a.ring_size - 1)) &&
+                a.header_size >= sizeof(ConnHeader) && a.header_size % kLine == 0 &&
+                a.header_size <= (1u << 20) && a.map_size >= a.header_size + 2ull * a.ring_size &&
+                a.map_size < (1ull << 32) && sealed_memfd(fds[0], a.map_size) &&
+                is_doorbell(fds[1], vi->efd) &&
+                getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
     void *map = sane ? mmap(nullptr, a.map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0)
                      : MAP_FAILED;
     fd_close(fds[0]);
@@ -345,14 +397,14 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
         fd_close(fds[2]);
         return VIP_ERROR_RESOURCE;
     }
-    PeerRegions *pr = peer_regions_acquire(a.nic_id, fds[2], a.regions, vi->shareable);
+    PeerRegions *pr = peer_regions_acquire(a.nic_id, cred.pid, fds[2], a.regions, vi->shareable);
     fd_close(fds[2]);
     if (!pr) {
         munmap(map, a.map_size);
         fd_close(fds[1]);
         return VIP_ERROR_RESOURCE;
     }
-    fill_own_end(vi, &h->end[1], static_cast<pid_t>(a.pid), a.probe);
+    bool can_access = fill_own_end(vi, &h->end[1], cred.pid, a.probe);
     Ack ack{};
     ack.magic = kMagic;
     ack.version = kVersion;
@@ -371,7 +423,8 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
     ep->map_size = a.map_size;
     ep->hdr = h;
     ep->peer_regions = pr;
-    setup_endpoint(vi, ep, 1, sock, fds[1], static_cast<pid_t>(a.pid));
+    setup_endpoint(vi, ep, 1, sock, fds[1], cred.pid, Geometry{a.ring_size, a.header_size},
+                   can_access);
     fill_attrs(a.attrs, &ep->peer_attrs);
     if (rattrs) *rattrs = ep->peer_attrs;
     return VIP_SUCCESS;

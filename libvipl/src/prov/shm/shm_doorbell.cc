@@ -12,6 +12,9 @@
 
 namespace vipl::shm {
 
+// Compare-and-swap loops on a word the peer writes too end after this many failures.
+constexpr int kCasTries = 64;
+
 // The peer's spin loop reads this line: write it only when the value changes.
 static void publish_cpu(Endpoint *ep, int cpu) {
     if (ep->me->cpu.load(std::memory_order_relaxed) != cpu)
@@ -29,9 +32,15 @@ void arm(Vi *vi, unsigned what) {
     uint64_t w = ep->me->waiter.load(std::memory_order_relaxed);
     // A fresh epoch unless already armed for all of `what`: a ringer holding
     // an older arming then fails its compare-and-swap instead of clearing this one.
-    while ((w & what) != what &&
-           !ep->me->waiter.compare_exchange_weak(w, (((w >> 2) + 1) << 2) | (w & 3) | what,
-                                                 std::memory_order_seq_cst)) {
+    // An honest peer only clears the armed bits, so a few tries do; a peer that
+    // keeps changing the word gets it stored over (its own wake-ups are its loss).
+    for (int tries = 0; (w & what) != what; ++tries) {
+        uint64_t want = (((w >> 2) + 1) << 2) | (w & 3) | what;
+        if (tries == kCasTries) {
+            ep->me->waiter.store(want, std::memory_order_seq_cst);
+            break;
+        }
+        if (ep->me->waiter.compare_exchange_weak(w, want, std::memory_order_seq_cst)) break;
     }
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
@@ -41,8 +50,12 @@ void disarm(Vi *vi) {
     if (!ep || !ep->up) return;
     uint64_t w = ep->me->waiter.load(std::memory_order_relaxed);
     // A ringer that read the armed word fails its compare-and-swap and looks again.
-    while ((w & 3) &&
-           !ep->me->waiter.compare_exchange_weak(w, w & ~3ull, std::memory_order_seq_cst)) {
+    for (int tries = 0; (w & 3); ++tries) {
+        if (tries == kCasTries) {
+            ep->me->waiter.store(w & ~3ull, std::memory_order_seq_cst);
+            break;
+        }
+        if (ep->me->waiter.compare_exchange_weak(w, w & ~3ull, std::memory_order_seq_cst)) break;
     }
 }
 
@@ -75,8 +88,10 @@ void ring_peer(Vi *vi, Endpoint *ep, unsigned what) {
     full_barrier();
     uint64_t w = ep->peer->waiter.load(std::memory_order_relaxed);
     // One ring wakes the sleeper whatever it armed for; it arms again if it sleeps again.
-    while (w & what) {
-        if (ep->peer->waiter.compare_exchange_weak(w, w & ~3ull, std::memory_order_seq_cst)) {
+    // The word is the peer's: one that keeps changing it is rung after a few tries.
+    for (int tries = 0; w & what; ++tries) {
+        if (tries == kCasTries ||
+            ep->peer->waiter.compare_exchange_weak(w, w & ~3ull, std::memory_order_seq_cst)) {
             int saved = errno;
             ssize_t n = write(ep->peer_efd, &one, sizeof one);
             (void)n;

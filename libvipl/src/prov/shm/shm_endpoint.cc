@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <vector>
@@ -60,10 +62,11 @@ bool cross_memory_attach_works(pid_t pid, uint64_t probe_addr) {
     return n == sizeof got && got[0] == kProbe[0] && got[1] == kProbe[1];
 }
 
-PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count, bool shareable) {
+PeerRegions *peer_regions_acquire(uint64_t nic_id, pid_t pid, int fd, uint32_t count,
+                                  bool shareable) {
     std::lock_guard<Mutex> g(g_peer_lock);
     for (PeerRegions *p : g_peers)
-        if (p->nic_id == nic_id) {
+        if (p->nic_id == nic_id && p->pid == pid) {
             ++p->refs;
             if (shareable && p->shared_refs++ == 0)
                 madvise(const_cast<RegionEntry *>(p->entries),
@@ -71,6 +74,15 @@ PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count, bool 
             return p;
         }
     size_t size = static_cast<size_t>(count) * sizeof(RegionEntry);
+    // The peer owns the memfd: unless it is sealed against shrinking and long
+    // enough, a later ftruncate would make every check against it fault here.
+    struct stat sb;
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (count == 0 || count > (1u << 24) || seals < 0 || !(seals & F_SEAL_SHRINK) ||
+        fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || static_cast<uint64_t>(sb.st_size) < size) {
+        VIPL_ERROR("a peer's region table is not a sealed memfd of %u entries", count);
+        return nullptr;
+    }
     void *m = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
         VIPL_ERROR("cannot map a peer's region table: %s", strerror(errno));
@@ -81,6 +93,7 @@ PeerRegions *peer_regions_acquire(uint64_t nic_id, int fd, uint32_t count, bool 
     p->entries = static_cast<const RegionEntry *>(m);
     p->count = count;
     p->nic_id = nic_id;
+    p->pid = pid;
     p->refs = 1;
     p->shared_refs = shareable ? 1 : 0;
     if (shareable) madvise(m, size, MADV_DOFORK);

@@ -16,30 +16,36 @@ bool reliable(const Endpoint *ep) {
     return ep->reliability != VIP_SERVICE_UNRELIABLE;
 }
 
-// Size of the record at pos, or 0 if it is malformed.
-uint64_t record_size(const Endpoint *ep, const RecHdr *r, uint64_t pos) {
+// The peer owns the ring's contents: every field of a record (and of its body) is
+// read once, into the Rec and the body copies below, and bounded there; payload
+// bytes are copied out as they are (torn payload is the peer's own data), from
+// inside the record, which lies inside the ring.
+
+// Size of the record at pos, or 0 if it is malformed.  `nseg`: a SEND-GET's
+// segment count, as read once.
+uint64_t record_size(const Endpoint *ep, const Rec &r, uint64_t pos, uint32_t *nseg) {
     uint64_t off = pos & ep->mask;
     uint64_t size;
-    switch (r->type) {
+    switch (r.type) {
     case kPad:
         size = ep->ring_size - off;
         break;
     case kSend:
-        size = round_line(sizeof(RecHdr) + uint64_t(r->len));
+        size = round_line(sizeof(RecHdr) + uint64_t(r.len));
         break;
     case kSendGet: {
-        auto *b = reinterpret_cast<const SendGetBody *>(r + 1);
-        if (off + sizeof(RecHdr) + sizeof(SendGetBody) > ep->ring_size || b->nseg > 256) return 0;
-        size =
-            round_line(sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * uint64_t(b->nseg));
+        if (off + sizeof(RecHdr) + sizeof(SendGetBody) > ep->ring_size) return 0;
+        *nseg = load_once<SendGetBody>(ep->in + off + sizeof(RecHdr)).nseg;
+        if (*nseg == 0 || *nseg > 256) return 0;
+        size = round_line(sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * uint64_t(*nseg));
         break;
     }
     case kSendFrag:
     case kRdmaWriteFrag:
-        size = round_line(sizeof(RecHdr) + sizeof(FragBody) + uint64_t(r->len));
+        size = round_line(sizeof(RecHdr) + sizeof(FragBody) + uint64_t(r.len));
         break;
     case kRdmaReadResp:
-        size = round_line(sizeof(RecHdr) + sizeof(ReadRespBody) + uint64_t(r->len));
+        size = round_line(sizeof(RecHdr) + sizeof(ReadRespBody) + uint64_t(r.len));
         break;
     case kRdmaReadReq:
         size = round_line(sizeof(RecHdr) + sizeof(ReadReqBody));
@@ -61,14 +67,48 @@ Step refuse_message(Vi *vi, Endpoint *ep, uint64_t pos, VIP_DESCRIPTOR *desc) {
     return Step::failed;
 }
 
-// Messages that consume a receive descriptor: sends, their fragments, RDMA writes with immediate
-// data.
-Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
+// Where a piece of a fragmented message belongs: pieces come in order, each with the
+// first one's total, the first at offset 0 (no other message under way) and the last
+// ending at the total.  Anything else is a broken (or hostile) peer.
+bool fragment_in_order(Endpoint *ep, bool first, bool last, uint32_t offset, uint32_t total,
+                       uint32_t len) {
+    if (uint64_t(offset) + len > total) return false;
+    if (first) {
+        if (ep->frag != Endpoint::Frag::none || offset != 0) return false;
+        ep->frag_total = total;
+    } else if (offset != ep->frag_next || total != ep->frag_total) {
+        return false;
+    }
+    if (last && offset + len != total) return false;
+    ep->frag_next = offset + len;
+    return true;
+}
+
+// Messages that consume a receive descriptor: sends, their fragments, RDMA writes with
+// immediate data.  `body`: the bytes after the record header, inside the ring.
+Step deliver(Vi *vi, Endpoint *ep, const Rec &r, const uint8_t *body, uint32_t nseg_remote,
+             uint64_t pos) {
     WorkQueue &q = vi->rq;
-    uint16_t type = r->type;
-    bool frag = type == kSendFrag || type == kRdmaWriteFrag;
-    bool first = !frag || (r->flags & kRecFirst);
-    bool last = !frag || (r->flags & kRecLast);
+    bool frag = r.type == kSendFrag || r.type == kRdmaWriteFrag;
+    bool first = !frag || (r.flags & kRecFirst);
+    bool last = !frag || (r.flags & kRecLast);
+    uint64_t total = r.len;
+    uint64_t offset = 0;
+    const uint8_t *payload = body;
+    // A sender finishes a fragmented message before it starts another (only RDMA read
+    // answers and pads come in between, which take no receive descriptor).
+    if (!frag && ep->frag != Endpoint::Frag::none) return Step::failed;
+    if (frag) {
+        FragBody b = load_once<FragBody>(body);
+        if (r.type == kSendFrag && !fragment_in_order(ep, first, last, b.offset, b.total, r.len))
+            return Step::failed;
+        total = b.total;
+        offset = b.offset;
+        payload = body + sizeof(FragBody);
+    }
+    // Nothing the peer may send is longer than the VI's MaxTransferSize (the two ends
+    // agreed on it): a longer message is a broken protocol, not a short buffer.
+    if (total > vi->attrs.MaxTransferSize) return Step::failed;
     if (!first && ep->frag == Endpoint::Frag::dropping) {
         if (last) ep->frag = Endpoint::Frag::none;
         return Step::next;
@@ -76,7 +116,7 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
     if (!first && ep->frag != Endpoint::Frag::filling) return Step::failed; // out of sequence
     if (q.cursor == q.tail) {
         if (!reliable(ep)) {
-            if (!last) ep->frag = Endpoint::Frag::dropping;
+            ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::dropping;
             return Step::next;
         }
         break_connection(vi, ep, VIP_ERROR_RECVQ_EMPTY, VIP_ERROR_CONN_LOST, pos);
@@ -95,18 +135,8 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
     } else {
         err = recv_segments(vi, e.desc, segs, buf.capacity(), &nseg, &capacity);
     }
-    uint64_t total = r->len;
-    const uint8_t *payload = reinterpret_cast<const uint8_t *>(r + 1);
-    uint64_t offset = 0;
-    if (frag) {
-        auto *b = reinterpret_cast<const FragBody *>(r + 1);
-        total = b->total;
-        offset = b->offset;
-        payload = reinterpret_cast<const uint8_t *>(b + 1);
-        if (offset + r->len > total) return Step::failed;
-    }
     // An RDMA write's data went to the target region: only the immediate data uses the descriptor.
-    if (!err && type != kRdmaWriteImm && total > capacity) err = VIP_STATUS_LENGTH_ERROR;
+    if (!err && r.type != kRdmaWriteImm && total > capacity) err = VIP_STATUS_LENGTH_ERROR;
     if (err) {
         ++q.cursor;
         ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::dropping;
@@ -114,15 +144,20 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         return refuse_message(vi, ep, pos, e.desc);
     }
     uint32_t status = VIP_STATUS_OP_RECEIVE;
-    switch (type) {
+    switch (r.type) {
     case kSend:
     case kSendFrag:
-        scatter(segs, nseg, offset, payload, r->len);
+        scatter(segs, nseg, offset, payload, r.len);
         break;
     case kSendGet: {
-        auto *b = reinterpret_cast<const SendGetBody *>(r + 1);
-        auto *remote = reinterpret_cast<const Segment *>(b + 1);
-        if (cma_read(static_cast<pid_t>(b->pid), segs, nseg, remote, b->nseg, total) != total)
+        // Only where this side found at connection time that it may read the peer, and
+        // from the kernel's pid of the peer: the pid in the record is the peer's word,
+        // and would let it have this process read a third one's memory.
+        if (!ep->can_access_peer) return Step::failed;
+        Segment remote[256];
+        std::memcpy(remote, body + sizeof(SendGetBody), sizeof(Segment) * nseg_remote);
+        std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (cma_read(ep->peer_pid, segs, nseg, remote, nseg_remote, total) != total)
             status |= VIP_STATUS_TRANSPORT_ERROR;
         break;
     }
@@ -136,9 +171,9 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         return Step::next;
     }
     ep->frag = Endpoint::Frag::none;
-    if (r->flags & kRecImm) {
+    if (r.flags & kRecImm) {
         status |= VIP_STATUS_IMMEDIATE;
-        e.imm = r->imm;
+        e.imm = r.imm;
         e.flags |= kWqImm;
     }
     ++q.cursor;
@@ -153,16 +188,17 @@ Step deliver(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
 }
 
 // Target side of an RDMA write through the ring.
-Step rdma_write_fragment(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
-    auto *b = reinterpret_cast<const FragBody *>(r + 1);
-    bool first = r->flags & kRecFirst, last = r->flags & kRecLast;
+Step rdma_write_fragment(Vi *vi, Endpoint *ep, const Rec &r, const uint8_t *body, uint64_t pos) {
+    FragBody b = load_once<FragBody>(body);
+    bool first = r.flags & kRecFirst, last = r.flags & kRecLast;
     if (!first && ep->frag == Endpoint::Frag::dropping) {
         if (last) ep->frag = Endpoint::Frag::none;
         return Step::next;
     }
-    if (uint64_t(b->offset) + r->len > b->total) return Step::failed;
-    if (!target_allows(vi, b->rhandle, b->raddr + b->offset, r->len, true) ||
-        (first && !target_allows(vi, b->rhandle, b->raddr, b->total, true))) {
+    if (!first && ep->frag != Endpoint::Frag::filling) return Step::failed;
+    if (!fragment_in_order(ep, first, last, b.offset, b.total, r.len)) return Step::failed;
+    if (!target_allows(vi, b.rhandle, b.raddr + b.offset, r.len, true) ||
+        (first && !target_allows(vi, b.rhandle, b.raddr, b.total, true))) {
         if (reliable(ep)) {
             break_connection(vi, ep, VIP_ERROR_RDMAW_PROT, VIP_ERROR_CONN_LOST, pos);
             return Step::failed;
@@ -171,68 +207,77 @@ Step rdma_write_fragment(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
         ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::dropping;
         return Step::next;
     }
-    memcpy(reinterpret_cast<void *>(b->raddr + b->offset), b + 1, r->len);
+    memcpy(reinterpret_cast<void *>(b.raddr + b.offset), body + sizeof(FragBody), r.len);
     ep->frag = last ? Endpoint::Frag::none : Endpoint::Frag::filling;
-    if (!last || !(r->flags & kRecImm)) return Step::next;
+    if (!last || !(r.flags & kRecImm)) return Step::next;
     // The last piece carries the immediate data: it consumes a receive descriptor.
-    RecHdr note;
-    note.type = kRdmaWriteImm;
-    note.flags = kRecImm;
-    note.len = b->total;
-    note.imm = r->imm;
-    return deliver(vi, ep, &note, pos);
+    Rec note{kRdmaWriteImm, kRecImm, b.total, r.imm};
+    return deliver(vi, ep, note, nullptr, 0, pos);
 }
 
-// Target side of an RDMA read through the ring: answer in pieces on our out ring.
-Step rdma_read_request(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
-    auto *b = reinterpret_cast<const ReadReqBody *>(r + 1);
-    if (ep->read_resp_sent == 0 && !target_allows(vi, b->rhandle, b->raddr, b->total, false)) {
-        break_connection(vi, ep, VIP_ERROR_RDMAR_PROT, VIP_ERROR_CONN_LOST, pos);
-        return Step::failed;
+// Target side of an RDMA read through the ring: answer in pieces on our out ring.  The
+// request is read once, when first seen; an answer that waits for room goes on from that
+// copy, whatever the peer writes over the record meanwhile.
+Step rdma_read_request(Vi *vi, Endpoint *ep, const uint8_t *body, uint64_t pos) {
+    if (ep->read_resp_sent == 0) {
+        ep->read_req = load_once<ReadReqBody>(body);
+        if (!target_allows(vi, ep->read_req.rhandle, ep->read_req.raddr, ep->read_req.total,
+                           false)) {
+            break_connection(vi, ep, VIP_ERROR_RDMAR_PROT, VIP_ERROR_CONN_LOST, pos);
+            return Step::failed;
+        }
     }
+    const ReadReqBody &b = ep->read_req;
     do {
-        uint32_t chunk = std::min<uint32_t>(b->total - ep->read_resp_sent, max_chunk(ep));
+        uint32_t chunk = std::min<uint32_t>(b.total - ep->read_resp_sent, max_chunk(ep));
+        // The region may have been deregistered while the answer waited for room.
+        if (!target_allows(vi, b.rhandle, b.raddr + ep->read_resp_sent, chunk, false)) {
+            break_connection(vi, ep, VIP_ERROR_RDMAR_PROT, VIP_ERROR_CONN_LOST, pos);
+            return Step::failed;
+        }
         uint64_t bytes = sizeof(RecHdr) + sizeof(ReadRespBody) + chunk;
         uint64_t at = ring_reserve(ep, bytes);
         if (at == UINT64_MAX) return Step::stall;
         auto *resp = reinterpret_cast<ReadRespBody *>(ring_record(ep, at) + 1);
-        resp->req = b->req;
+        resp->req = b.req;
         resp->offset = ep->read_resp_sent;
-        resp->total = b->total;
+        resp->total = b.total;
         resp->status = 0;
-        memcpy(resp + 1, reinterpret_cast<const void *>(b->raddr + ep->read_resp_sent), chunk);
+        memcpy(resp + 1, reinterpret_cast<const void *>(b.raddr + ep->read_resp_sent), chunk);
         ep->read_resp_sent += chunk;
-        bool last = ep->read_resp_sent == b->total;
+        bool last = ep->read_resp_sent == b.total;
         ring_publish(ep, at, bytes, kRdmaReadResp, last ? kRecLast : 0, chunk, 0);
-    } while (ep->read_resp_sent < b->total);
+    } while (ep->read_resp_sent < b.total);
     ep->read_resp_sent = 0;
     return Step::next;
 }
 
-Step handle(Vi *vi, Endpoint *ep, const RecHdr *r, uint64_t pos) {
-    switch (r->type) {
+Step handle(Vi *vi, Endpoint *ep, const Rec &r, const uint8_t *body, uint32_t nseg, uint64_t pos) {
+    switch (r.type) {
     case kPad:
         return Step::next;
     case kSend:
     case kSendGet:
     case kSendFrag:
     case kRdmaWriteImm:
-        return deliver(vi, ep, r, pos);
+        return deliver(vi, ep, r, body, nseg, pos);
     case kRdmaWriteFrag:
-        return rdma_write_fragment(vi, ep, r, pos);
+        return rdma_write_fragment(vi, ep, r, body, pos);
     case kRdmaReadReq:
-        return rdma_read_request(vi, ep, r, pos);
+        return rdma_read_request(vi, ep, body, pos);
     case kRdmaReadResp: {
-        auto *b = reinterpret_cast<const ReadRespBody *>(r + 1);
-        return read_response(vi, ep, b, reinterpret_cast<const uint8_t *>(b + 1), r->len,
-                             r->flags & kRecLast)
+        ReadRespBody b = load_once<ReadRespBody>(body);
+        return read_response(vi, ep, b, body + sizeof(ReadRespBody), r.len, r.flags & kRecLast)
                    ? Step::next
                    : Step::failed;
     }
-    case kError:
-        vi_report(vi,
-                  static_cast<VIP_ERROR_CODE>(reinterpret_cast<const ErrorBody *>(r + 1)->code));
+    case kError: {
+        // An initiator reports only the protection errors it found on our memory.
+        uint32_t code = load_once<ErrorBody>(body).code;
+        if (code != VIP_ERROR_RDMAW_PROT && code != VIP_ERROR_RDMAR_PROT) return Step::failed;
+        vi_report(vi, static_cast<VIP_ERROR_CODE>(code));
         return Step::next;
+    }
     }
     return Step::failed;
 }
@@ -244,8 +289,11 @@ void progress_in(Vi *vi, Endpoint *ep) {
         uint64_t pos = ep->consumed;
         auto *r = reinterpret_cast<const RecHdr *>(ep->in + (pos & ep->mask));
         if (r->seq.load(std::memory_order_acquire) != seq_of(pos)) break;
-        uint64_t size = record_size(ep, r, pos);
-        Step st = size ? handle(vi, ep, r, pos) : Step::failed;
+        Rec rec = load_rec(r);
+        uint32_t nseg = 0;
+        uint64_t size = record_size(ep, rec, pos, &nseg);
+        Step st = size ? handle(vi, ep, rec, reinterpret_cast<const uint8_t *>(r + 1), nseg, pos)
+                       : Step::failed;
         ep->stalled = st == Step::stall;
         if (st == Step::stall) break;
         if (st == Step::failed) {
@@ -255,7 +303,7 @@ void progress_in(Vi *vi, Endpoint *ep) {
         // Lines inside a record hold payload, which one lap later could pass
         // for a record header: blank their sequence words before the writer
         // may reuse them.  One-line records (small messages) have none.
-        if (r->type != kPad)
+        if (rec.type != kPad)
             for (uint64_t line = kLine; line < size; line += kLine)
                 reinterpret_cast<RecHdr *>(ep->in + ((pos + line) & ep->mask))
                     ->seq.store(0, std::memory_order_relaxed);
@@ -268,6 +316,22 @@ void progress_in(Vi *vi, Endpoint *ep) {
     if (what) ring_peer(vi, ep, what);
 }
 
+// The error a peer that broke the connection asks this side to raise: one it may
+// send (break_connection's remote codes), else the connection is simply lost.
+VIP_ERROR_CODE peer_reason(uint32_t reason) {
+    switch (reason) {
+    case VIP_ERROR_CONN_LOST:
+    case VIP_ERROR_RECVQ_EMPTY:
+    case VIP_ERROR_RDMAW_PROT:
+    case VIP_ERROR_RDMAR_PROT:
+    case VIP_ERROR_POST_DESC:
+    case VIP_ERROR_RDMA_TRANSPORT:
+        return static_cast<VIP_ERROR_CODE>(reason);
+    default:
+        return VIP_ERROR_CONN_LOST;
+    }
+}
+
 void peer_gone(Vi *vi, Endpoint *ep) {
     progress_in(vi, ep); // deliver what the peer sent before it went
     if (!ep->up) return;
@@ -275,7 +339,7 @@ void peer_gone(Vi *vi, Endpoint *ep) {
     VIP_ERROR_CODE code = VIP_ERROR_CONN_LOST;
     if (ep->peer->state.load(std::memory_order_acquire) == kEndBroken) {
         fail_entry_at(vi, ep->peer->broken_at.load(std::memory_order_relaxed));
-        code = static_cast<VIP_ERROR_CODE>(ep->peer->reason.load(std::memory_order_relaxed));
+        code = peer_reason(ep->peer->reason.load(std::memory_order_relaxed));
     }
     transport_down(vi, ep);
     vi_fail(vi, code);
@@ -318,6 +382,10 @@ void progress(Vi *vi) {
     if (!ep || !ep->up) return;
     progress_in(vi, ep);
     if (!ep->up) return;
+    if (ep->peer_lied) {
+        break_connection(vi, ep, VIP_ERROR_CATASTROPHIC, VIP_ERROR_CONN_LOST, UINT64_MAX);
+        return;
+    }
     // The send side has work only if the peer consumed more or sends wait.
     if (ep->unacked && ep->peer->consumed.load(std::memory_order_relaxed) != ep->acked)
         complete_acked(vi, ep);

@@ -130,8 +130,7 @@ Push push_rdma_write(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     if (!(e.flags & kDataMoved)) {
         if (!remote_allows(ep, d.rhandle, d.raddr, d.length, true))
             return refuse_rdma(vi, ep, e, true);
-        uint64_t moved =
-            cma_write(static_cast<pid_t>(ep->peer->pid), d.segs, d.nseg, d.raddr, d.length);
+        uint64_t moved = cma_write(ep->peer_pid, d.segs, d.nseg, d.raddr, d.length);
         if (moved != d.length) {
             wq_complete(vi, vi->sq, e, VIP_STATUS_OP_RDMA_WRITE | VIP_STATUS_TRANSPORT_ERROR, 0);
             if (reliable(ep))
@@ -160,8 +159,7 @@ Push push_rdma_read(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint6
         if (!remote_allows(ep, d.rhandle, d.raddr, d.length, false))
             return refuse_rdma(vi, ep, e, false);
         Segment remote{d.raddr, d.length};
-        uint64_t moved =
-            cma_read(static_cast<pid_t>(ep->peer->pid), d.segs, d.nseg, &remote, 1, d.length);
+        uint64_t moved = cma_read(ep->peer_pid, d.segs, d.nseg, &remote, 1, d.length);
         uint32_t status =
             VIP_STATUS_OP_RDMA_READ | (moved == d.length ? 0 : VIP_STATUS_TRANSPORT_ERROR);
         wq_complete(vi, vi->sq, e, status, static_cast<uint32_t>(moved));
@@ -216,6 +214,18 @@ RecHdr *ring_record(Endpoint *ep, uint64_t pos) {
     return reinterpret_cast<RecHdr *>(ep->out + (pos & ep->mask));
 }
 
+static bool take_peer_consumed(Endpoint *ep, uint64_t c) {
+    // The peer consumes what we produced, in order: a counter that goes back or past
+    // what we wrote is a lie (it could make us overwrite records it has not read, or
+    // complete sends early), and the connection ends at the next progress.
+    if (c < ep->peer_consumed || c > ep->produced) {
+        ep->peer_lied = true;
+        return false;
+    }
+    ep->peer_consumed = c;
+    return true;
+}
+
 uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
     bytes = round_line(bytes);
     uint64_t pos = ep->produced;
@@ -223,7 +233,8 @@ uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
     uint64_t pad = off + bytes > ep->ring_size ? ep->ring_size - off : 0;
     uint64_t need = pad + bytes;
     if (pos + need - ep->peer_consumed > ep->ring_size) {
-        ep->peer_consumed = ep->peer->consumed.load(std::memory_order_acquire);
+        if (!take_peer_consumed(ep, ep->peer->consumed.load(std::memory_order_acquire)))
+            return kNone;
         if (pos + need - ep->peer_consumed > ep->ring_size) return kNone;
     }
     if (pad) {
@@ -303,7 +314,7 @@ void post_recv(Vi *, WqEntry *) {
 void complete_acked(Vi *vi, Endpoint *ep) {
     if (!ep->up) return;
     uint64_t c = ep->peer->consumed.load(std::memory_order_acquire);
-    ep->peer_consumed = c;
+    if (!take_peer_consumed(ep, c)) return;
     ep->acked = c;
     WorkQueue &q = vi->sq;
     for (uint64_t i = q.visible; i < q.cursor; ++i) {
@@ -334,9 +345,10 @@ void fail_entry_at(Vi *vi, uint64_t pos) {
 }
 
 // An answer to one of our RDMA reads through the ring.
-bool read_response(Vi *vi, Endpoint *, const ReadRespBody *b, const uint8_t *chunk, uint32_t len,
+bool read_response(Vi *vi, Endpoint *, const ReadRespBody &resp, const uint8_t *chunk, uint32_t len,
                    bool last) {
     WorkQueue &q = vi->sq;
+    const ReadRespBody *b = &resp; // the receiver's copy, read once from the ring
     if (b->req < q.visible || b->req >= q.cursor) return false;
     WqEntry &e = q.at(b->req);
     if (e.op != VIP_CONTROL_OP_RDMAREAD || !(e.flags & kAwaitResp) || b->offset != e.p2)
