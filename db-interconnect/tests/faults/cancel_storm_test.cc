@@ -1,0 +1,98 @@
+// A SIGINT storm on a client whose handler makes a connection of its own (as libpq's
+// PQcancel does from psql's handler) while its main loop keeps making and using
+// connections that ride vipl: nothing deadlocks or crashes, every handler connection and
+// every exchange of the main loop completes exactly, and the handler's connections stay
+// on the kernel (the interposer makes no connection of its own inside a handler).
+#include "endpoint.h"
+#include "files.h"
+#include "mode.h"
+#include "process.h"
+#include "scripts.h"
+#include "table.h"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+using namespace dbt;
+
+namespace {
+
+long field(const std::string &text, const std::string &name) {
+    size_t at = text.find(name + "=");
+    return at == std::string::npos ? -1 : std::atol(text.c_str() + at + name.size() + 1);
+}
+
+} // namespace
+
+TEST_CASE("faults: a SIGINT storm whose handler connects, during connections that ride vipl") {
+    bool restart = GENERATE(true, false);
+    bool is_unix = GENERATE(true, false);
+    TempDir dir;
+    Endpoint ep = endpoint(is_unix, dir.path());
+    INFO((restart ? "SA_RESTART" : "no SA_RESTART") << ", over " << ep.name());
+    Spawn ss;
+    ss.preload = true;
+    ss.env = {"VIPL_DB_LOG=2"};
+    ss.err = dir / "server.err";
+    Proc server = echo_server(ep, ss);
+
+    Spawn cs;
+    cs.argv = {VIPL_DB_TEST_CANCEL_STORM};
+    for (const std::string &a : ep.args()) cs.argv.push_back(a);
+    if (!restart) cs.argv.push_back("--no-restart");
+    cs.preload = true;
+    cs.env = {"VIPL_DB_LOG=2"};
+    cs.in_pipe = true;
+    cs.out_pipe = true;
+    cs.err = dir / "client.err";
+    Proc client(cs);
+    client.require_output("ready", 10000);
+
+    constexpr int kSignals = 400;
+    std::vector<StatRow> mid;
+    for (int i = 0; i < kSignals && client.running(); ++i) {
+        client.signal(SIGINT);
+        std::this_thread::sleep_for(std::chrono::microseconds(2000));
+        if (i == kSignals / 2) mid = stat_tree(client.pid());
+    }
+    REQUIRE(client.running());
+    // The main loop's connection held for the whole run rides vipl amid the storm.
+    INFO("client connections mid-storm: " << describe(mid));
+    if (preloaded())
+        REQUIRE(!select(mid, "client", "shm").empty());
+    else
+        REQUIRE(mid.empty());
+
+    client.close_in();
+    int st = client.wait(20000);
+    INFO("client: " << client.output());
+    INFO("client stderr (first lines): " << read_file(dir / "client.err").substr(0, 3000));
+    REQUIRE(st == 0);
+    long handlers = field(client.output(), "handlers");
+    long turns = field(client.output(), "turns");
+    REQUIRE(field(client.output(), "handler_failures") == 0);
+    REQUIRE(field(client.output(), "turn_failures") == 0);
+    std::printf("cancel storm (%s, %s): %d SIGINTs sent, %ld handler connections, %ld turns\n",
+                restart ? "SA_RESTART" : "no SA_RESTART", ep.name().c_str(), kSignals, handlers,
+                turns);
+    // Signals that come while one is pending merge; most are taken one by one.
+    REQUIRE(handlers >= kSignals / 4);
+    REQUIRE(turns >= 1);
+
+    auto summary = stop_echo_server(server);
+    INFO("server: " << server.output());
+    REQUIRE(summary["cancels"] == handlers);
+    REQUIRE(summary["bad_cancels"] == 0);
+    REQUIRE(summary["connections"] == handlers + turns + 1);
+    // Exactly the main loop's connections (one per turn, and the held one) rode vipl: the
+    // handlers' did not, on either side.
+    long riding = preloaded() ? turns + 1 : 0;
+    REQUIRE(count_lines(dir / "client.err", "rides vipl (shm)") == riding);
+    REQUIRE(count_lines(dir / "server.err", "rides vipl (shm)") == riding);
+    REQUIRE(count_lines(dir / "client.err", "stays on the kernel") == 0);
+}

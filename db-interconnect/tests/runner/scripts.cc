@@ -1,0 +1,79 @@
+#include "scripts.h"
+
+#include "mode.h"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <sstream>
+
+namespace dbt {
+
+Proc echo_server(const Endpoint &e, Spawn base, const std::string &mode) {
+    base.argv = script("echo_server.py");
+    for (const std::string &a : e.args()) base.argv.push_back(a);
+    if (!mode.empty()) {
+        base.argv.push_back("--mode");
+        base.argv.push_back(mode);
+    }
+    base.out_pipe = true;
+    Proc p(base);
+    INFO("echo server output: " << p.output());
+    p.require_output("listening", 10000);
+    wait_listening(e, base.preload && preloaded());
+    return p;
+}
+
+std::map<std::string, long> stop_echo_server(Proc &p) {
+    p.signal(SIGTERM);
+    int st = p.wait(10000);
+    INFO("echo server output: " << p.output());
+    REQUIRE(st == 0);
+    std::map<std::string, long> m;
+    std::istringstream in(p.output());
+    std::string word;
+    while (in >> word) {
+        size_t eq = word.find('=');
+        if (eq != std::string::npos) m[word.substr(0, eq)] = std::atol(word.c_str() + eq + 1);
+    }
+    REQUIRE(m.count("connections") == 1);
+    return m;
+}
+
+EchoClients start_echo_clients(const Endpoint &e, const TempDir &dir, int n, size_t size,
+                               uint64_t seed, Spawn base) {
+    std::string in_dir = dir / ("in-" + std::to_string(seed));
+    std::string out_dir = dir / ("out-" + std::to_string(seed));
+    REQUIRE(mkdir(in_dir.c_str(), 0755) == 0);
+    REQUIRE(mkdir(out_dir.c_str(), 0777) == 0);
+    chmod(out_dir.c_str(), 0777); // the umask took some: another user writes here
+    EchoClients c;
+    for (int i = 0; i < n; ++i) {
+        c.in.push_back(in_dir + "/in" + std::to_string(i));
+        c.out.push_back(out_dir + "/out" + std::to_string(i));
+        write_file(c.in.back(), random_bytes(size, seed * 1000 + static_cast<uint64_t>(i)));
+    }
+    base.argv = script("threaded_client.py");
+    for (const std::string &a : e.args()) base.argv.push_back(a);
+    for (const std::string &a :
+         {std::string("--connections"), std::to_string(n), std::string("--in-dir"), in_dir,
+          std::string("--out-dir"), out_dir})
+        base.argv.push_back(a);
+    base.in_pipe = true;
+    base.out_pipe = true;
+    c.proc = Proc(base);
+    c.proc.require_output("holding", 30000);
+    return c;
+}
+
+void finish_echo_clients(EchoClients &c) {
+    c.proc.write_in("go\n");
+    int st = c.proc.wait(15000);
+    INFO("threaded client output: " << c.proc.output());
+    REQUIRE(st == 0);
+    for (size_t i = 0; i < c.in.size(); ++i) require_same_file(c.in[i], c.out[i]);
+}
+
+} // namespace dbt
