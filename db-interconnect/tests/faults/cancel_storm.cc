@@ -133,13 +133,20 @@ bool wait_for(int fd, short events) {
     return false;
 }
 
-// libpq's way: non-blocking socket, connect in progress, poll, SO_ERROR.
+// libpq's way: non-blocking socket, connect in progress, poll, SO_ERROR.  A unix
+// listener whose queue is full answers EAGAIN (nothing in progress): try again.
 int connect_nonblocking() {
-    int fd = socket(g_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    if (connect(fd, reinterpret_cast<sockaddr *>(&g_addr), g_addr_len) != 0) {
-        if (errno != EINPROGRESS && errno != EINTR && errno != EAGAIN) {
+    for (int attempt = 0;; ++attempt) {
+        int fd = socket(g_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return -1;
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        if (connect(fd, reinterpret_cast<sockaddr *>(&g_addr), g_addr_len) == 0) return fd;
+        if (errno == EAGAIN && g_addr.ss_family == AF_UNIX && attempt < 100) {
+            close(fd);
+            usleep(1000);
+            continue;
+        }
+        if (errno != EINPROGRESS && errno != EINTR) {
             close(fd);
             return -1;
         }
@@ -150,8 +157,8 @@ int connect_nonblocking() {
             close(fd);
             return -1;
         }
+        return fd;
     }
-    return fd;
 }
 
 // Sends all and reads the echo back, over a blocking or a non-blocking socket.
