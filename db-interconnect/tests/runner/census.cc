@@ -37,6 +37,12 @@ Census census(int pid) {
     while (std::getline(maps, line)) {
         ++c.maps;
         if (line.find("/memfd:") != std::string::npos) ++c.memfd_maps;
+        // address perms offset dev inode [pathname]: no sixth field, no file.
+        std::istringstream f(line);
+        std::string field;
+        int fields = 0;
+        while (fields < 6 && f >> field) ++fields;
+        if (fields < 6) ++c.anon_maps;
     }
     std::ifstream status(base + "/status");
     while (std::getline(status, line))
@@ -44,10 +50,17 @@ Census census(int pid) {
     return c;
 }
 
+bool same_holdings(const Census &a, const Census &b) {
+    int anon = a.anon_maps - b.anon_maps;
+    return a.fds == b.fds && a.memfd_fds == b.memfd_fds && a.memfd_maps == b.memfd_maps &&
+           a.maps - a.anon_maps == b.maps - b.anon_maps && a.threads == b.threads &&
+           anon <= kAnonSlack && anon >= -kAnonSlack;
+}
+
 std::string describe(const Census &c) {
     std::ostringstream o;
     o << c.fds << " fds (" << c.memfd_fds << " memfd), " << c.maps << " mappings (" << c.memfd_maps
-      << " memfd), " << c.threads << " threads";
+      << " memfd, " << c.anon_maps << " anonymous), " << c.threads << " threads";
     return o.str();
 }
 

@@ -43,11 +43,11 @@ int free_port() {
 }
 
 // Whether a TCP socket listens on 127.0.0.1:port (or any address, that port).
-bool tcp_listening(int port) {
+bool tcp_listening(const std::string &net, int port) {
     char want[16];
     std::snprintf(want, sizeof want, ":%04X", port);
-    for (const char *file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-        std::ifstream f(file);
+    for (const char *file : {"/tcp", "/tcp6"}) {
+        std::ifstream f(net + file);
         std::string line;
         std::getline(f, line);
         while (std::getline(f, line)) {
@@ -63,8 +63,8 @@ bool tcp_listening(int port) {
 
 // The paths of unix sockets that listen (flag __SO_ACCEPTCON) or are bound at all
 // (abstract names start with '@').
-bool unix_present(const std::string &path, bool listening) {
-    std::ifstream f("/proc/net/unix");
+bool unix_present(const std::string &net, const std::string &path, bool listening) {
+    std::ifstream f(net + "/unix");
     std::string line;
     std::getline(f, line);
     while (std::getline(f, line)) {
@@ -87,16 +87,16 @@ std::string unix_marker(const std::string &path) {
 
 std::string Endpoint::socat_listen() const {
     return is_unix ? "UNIX-LISTEN:" + path
-                   : "TCP4-LISTEN:" + std::to_string(port) + ",bind=127.0.0.1,reuseaddr";
+                   : "TCP4-LISTEN:" + std::to_string(port) + ",bind=" + host + ",reuseaddr";
 }
 
 std::string Endpoint::socat_connect() const {
-    return is_unix ? "UNIX-CONNECT:" + path : "TCP4:127.0.0.1:" + std::to_string(port);
+    return is_unix ? "UNIX-CONNECT:" + path : "TCP4:" + host + ":" + std::to_string(port);
 }
 
 std::vector<std::string> Endpoint::args() const {
     if (is_unix) return {"--unix", path};
-    return {"--tcp", "127.0.0.1:" + std::to_string(port)};
+    return {"--tcp", host + ":" + std::to_string(port)};
 }
 
 Endpoint endpoint(bool is_unix, const std::string &dir, const std::string &tag) {
@@ -109,16 +109,18 @@ Endpoint endpoint(bool is_unix, const std::string &dir, const std::string &tag) 
     return e;
 }
 
-void wait_listening(const Endpoint &e, bool marked, int ms) {
+void wait_listening(const Endpoint &e, bool marked, int ms, int pid) {
+    std::string net = pid > 0 ? "/proc/" + std::to_string(pid) + "/net" : "/proc/net";
     auto dl = Clock::now() + std::chrono::milliseconds(ms);
     for (;;) {
-        bool up = e.is_unix ? unix_present(e.path, true) : tcp_listening(e.port);
+        bool up = e.is_unix ? unix_present(net, e.path, true) : tcp_listening(net, e.port);
         if (up && marked) {
+            std::string port = std::to_string(e.port);
             if (e.is_unix)
-                up = unix_present(unix_marker(e.path), false);
+                up = unix_present(net, unix_marker(e.path), false);
             else
-                up = unix_present("@vipl-db/tcp/127.0.0.1:" + std::to_string(e.port), false) ||
-                     unix_present("@vipl-db/tcp/*:" + std::to_string(e.port), false);
+                up = unix_present(net, "@vipl-db/tcp/" + e.host + ":" + port, false) ||
+                     unix_present(net, "@vipl-db/tcp/*:" + port, false);
         }
         if (up) return;
         if (Clock::now() >= dl)

@@ -12,8 +12,9 @@ namespace dbt {
 
 struct Endpoint {
     bool is_unix = false;
-    std::string path; // unix socket file
-    int port = 0;     // TCP port on 127.0.0.1
+    std::string path;               // unix socket file
+    int port = 0;                   // TCP port
+    std::string host = "127.0.0.1"; // TCP address (the server's, to listen on and reach)
 
     std::string name() const { return is_unix ? "unix" : "tcp"; }
     std::string socat_listen() const;      // UNIX-LISTEN:<path> / TCP4-LISTEN:<port>,bind=...
@@ -27,7 +28,8 @@ Endpoint endpoint(bool is_unix, const std::string &dir, const std::string &tag =
 // Waits (bounded by ms, failing the test) until something listens on e; when `marked`,
 // also until the interposer's marker for it exists (a preloaded listener publishes it
 // right after listen(2), see src/marker.h), so that a client started next finds it.
-void wait_listening(const Endpoint &e, bool marked, int ms = 10000);
+// `pid`: look in that process's network namespace (0: the test's).
+void wait_listening(const Endpoint &e, bool marked, int ms = 10000, int pid = 0);
 
 // A blocking kernel connection from the test process (which never runs the
 // interposer); -1 and errno when it fails.

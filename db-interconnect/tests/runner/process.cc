@@ -10,6 +10,7 @@
 #include <linux/close_range.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -95,6 +96,7 @@ Proc::Proc(const Spawn &s) {
                   ? -1
                   : open_or_fail(s.out.empty() ? "/dev/null" : s.out, O_WRONLY | O_CREAT | O_TRUNC);
     int err = s.err.empty() ? -1 : open_or_fail(s.err, O_WRONLY | O_CREAT | O_TRUNC);
+    int ns = s.netns.empty() ? -1 : open_or_fail("/run/netns/" + s.netns, O_RDONLY);
     int inp[2] = {-1, -1}, outp[2] = {-1, -1};
     if (s.in_pipe) {
         REQUIRE(pipe2(inp, O_CLOEXEC) == 0);
@@ -117,6 +119,7 @@ Proc::Proc(const Spawn &s) {
         if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || (err >= 0 && dup2(err, 2) < 0))
             _exit(kExitRedirect);
         syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+        if (ns >= 0 && setns(ns, CLONE_NEWNET) != 0) _exit(kExitNetns);
         if (s.nofile > 0) {
             rlimit rl{static_cast<rlim_t>(s.nofile), static_cast<rlim_t>(s.nofile)};
             if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(kExitLimit);
@@ -132,6 +135,7 @@ Proc::Proc(const Spawn &s) {
     close(in);
     close(out);
     if (err >= 0) close(err);
+    if (ns >= 0) close(ns);
 }
 
 Proc::~Proc() {

@@ -24,12 +24,14 @@ struct Spawn {
     std::string err;              // stderr to this file ("" = the test's own)
     std::string user;             // run as this user and its group ("" = ours)
     long nofile = 0;              // RLIMIT_NOFILE soft and hard before exec (0 = as ours)
+    std::string netns;            // run in this network namespace (ip netns name; hosts.h)
 };
 
 // What the child of a Proc leaves with when it cannot become the program.
 constexpr int kExitRedirect = 120; // stdin/stdout/stderr could not be set up
 constexpr int kExitLimit = 121;    // setrlimit(RLIMIT_NOFILE) refused
 constexpr int kExitUser = 122;     // the user could not be taken on
+constexpr int kExitNetns = 123;    // the network namespace could not be entered
 constexpr int kExitExec = 127;     // exec failed
 
 class Proc {

@@ -22,7 +22,7 @@ Proc echo_server(const Endpoint &e, Spawn base, const std::string &mode) {
     Proc p(base);
     INFO("echo server output: " << p.output());
     p.require_output("listening", 10000);
-    wait_listening(e, base.preload && preloaded());
+    wait_listening(e, base.preload && preloaded(), 10000, p.pid());
     return p;
 }
 

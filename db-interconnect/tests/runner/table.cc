@@ -52,14 +52,14 @@ std::vector<StatRow> select(const std::vector<StatRow> &rows, const std::string 
 }
 
 void require_riding(const std::vector<StatRow> &rows, const std::string &role, size_t n,
-                    uint64_t min_in, uint64_t min_out) {
+                    uint64_t min_in, uint64_t min_out, const std::string &trans) {
     INFO("vipl-run --stat: " << describe(rows));
     if (!preloaded()) {
         REQUIRE(rows.empty());
         return;
     }
     REQUIRE(select(rows, role, "").size() == n);
-    REQUIRE(select(rows, role, "shm").size() == n);
+    REQUIRE(select(rows, role, trans).size() == n);
     for (const StatRow &r : select(rows, role, "")) {
         CHECK(r.bytes_in >= min_in);
         CHECK(r.bytes_out >= min_out);

@@ -28,10 +28,11 @@ std::vector<StatRow> stat_tree(int pid);
 std::vector<StatRow> select(const std::vector<StatRow> &rows, const std::string &role,
                             const std::string &trans);
 
-// Requires exactly n rows of that role among rows, all riding vipl (shm), each with at
-// least min_in bytes read and min_out written; in the plain mode, no rows at all.
+// Requires exactly n rows of that role among rows, all riding vipl over `trans` ("shm" on
+// one host, "tcp" across hosts), each with at least min_in bytes read and min_out
+// written; in the plain mode, no rows at all.
 void require_riding(const std::vector<StatRow> &rows, const std::string &role, size_t n,
-                    uint64_t min_in = 0, uint64_t min_out = 0);
+                    uint64_t min_in = 0, uint64_t min_out = 0, const std::string &trans = "shm");
 // Requires exactly n rows of that role, all on the kernel; in the plain mode, no rows.
 void require_kernel(const std::vector<StatRow> &rows, const std::string &role, size_t n);
 
