@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,15 @@ void at_limit(bool is_unix, long nofile) {
     Proc server(spawn("server"));
     server.require_output("listening", 10000);
     wait_listening(ep, preloaded());
+    // The server's first, ordinary connection (see highfd.py).
+    int first = connect_to(ep);
+    REQUIRE(first >= 0);
+    REQUIRE(send_all(first, "first"));
+    shutdown(first, SHUT_WR);
+    int end = 0;
+    REQUIRE(read_for(first, 6, 5000, &end) == "first");
+    REQUIRE(end == 1);
+    close(first);
     Proc client(spawn("client"));
     client.require_output("sha256=", 20000);
     server.require_output("sha256=", 20000);

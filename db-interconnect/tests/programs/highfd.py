@@ -5,6 +5,10 @@ the connection (the server's accepted one, the client's socket) land on hard - 1
 frees a few low descriptors again (whatever the process does next needs some), sends
 BYTES random bytes and gets them back (the server echoes), prints "fd=N sha256=..." and
 keeps the connection until a line arrives on stdin.
+
+The server first echoes one ordinary connection to its end, as a server that has run a
+while has: what a process makes once for all its connections is made then, while
+descriptors are free (accept itself takes the last one).
 """
 import argparse
 import hashlib
@@ -55,6 +59,13 @@ def main() -> int:
     if args.role == "server":
         listener = endpoints.listen(args)
         print("listening", flush=True)
+        first, _ = listener.accept()
+        while True:
+            chunk = first.recv(65536)
+            if not chunk:
+                break
+            first.sendall(chunk)
+        first.close()
         held = fill_to(target)
         conn, _ = listener.accept()
     else:

@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -30,6 +31,8 @@ int uid_of(int pid) {
 } // namespace
 
 TEST_CASE("programs: a client of another user than the server rides vipl over shm") {
+    INFO("changing users needs root");
+    REQUIRE(geteuid() == 0);
     bool client_is_nobody = GENERATE(true, false);
     bool is_unix = GENERATE(true, false);
     TempDir dir;

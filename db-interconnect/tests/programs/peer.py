@@ -6,7 +6,7 @@ later ones until the connection fails) and --recv reads until the end.  It print
   "flowing K"          once 1 MiB of connection K went through
   "end K HOW NS"       when connection K ended: HOW is eof, done, or the errno name;
                        NS the CLOCK_MONOTONIC time of that moment in nanoseconds
-  "closed K"           once its socket is closed
+  "closed K NS"        once its socket is closed (NS as above)
 With --step, it waits for a line on stdin before each connection after the first; at
 the end it prints "finished" and waits for stdin to close.
 """
@@ -79,7 +79,7 @@ def main() -> int:
         limit = args.first if k == 1 and args.send else None
         transfer(s, k, args.send, limit)
         s.close()
-        say(f"closed {k}")
+        say(f"closed {k} {time.monotonic_ns()}")
     say("finished")
     sys.stdin.read()
     if listener:
