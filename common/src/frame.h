@@ -2,7 +2,7 @@
 // network byte order (the tcp provider crosses hosts of either byte order).
 //
 //   byte 0     kind (Kind below)
-//   byte 1     0 (reserved)
+//   byte 1     flags (kFlag* below; a receiver ignores bits it does not know)
 //   bytes 2-3  credits returned to the receiver of this message: data messages it may
 //              send in addition (any kind of message carries them)
 //   bytes 4-7  payload length; 0 for every kind but data and rts
@@ -28,15 +28,22 @@ enum class Kind : uint8_t {
 constexpr uint32_t kHeaderSize = 8;
 constexpr uint32_t kRtsSize = 16;
 
+// The sender takes no rts: the receiver must not offer it zero copy.  A shareable
+// stream sets it on every message (its holders' memory is not one process's: an RDMA
+// read into a program's buffer, a pull into heap memory would be one holder's only).
+// The peer sees it on the first credit message, before it may send any data.
+constexpr uint8_t kFlagNoRts = 1;
+
 struct Header {
     Kind kind;
     uint16_t credits;
     uint32_t length;
+    uint8_t flags = 0;
 };
 
 inline void encode(uint8_t *p, const Header &h) {
     p[0] = static_cast<uint8_t>(h.kind);
-    p[1] = 0;
+    p[1] = h.flags;
     uint16_t c = htons(h.credits);
     uint32_t l = htonl(h.length);
     std::memcpy(p + 2, &c, 2);
@@ -48,7 +55,7 @@ inline Header decode(const uint8_t *p) {
     uint32_t l;
     std::memcpy(&c, p + 2, 2);
     std::memcpy(&l, p + 4, 4);
-    return {static_cast<Kind>(p[0]), ntohs(c), ntohl(l)};
+    return {static_cast<Kind>(p[0]), ntohs(c), ntohl(l), p[1]};
 }
 
 // The region an rts offers: an address in the sender, its memory handle, a length.

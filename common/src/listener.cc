@@ -1,24 +1,62 @@
-// Listener: binding a discriminator, accepting connection requests.
+// Listener: binding a discriminator (a port, a free one, or a service name), its
+// readiness descriptor, accepting connection requests.
+#include "ends.h"
 #include "stream_impl.h"
 #include "vipl/error.h"
 
-#include <optional>
+#include <unistd.h>
+
+#include <random>
 
 namespace vipl {
+
+namespace {
+
+// Port 0 picks a port at random in this range (a discriminator for shm, the TCP port for
+// tcp), again while the one picked is in use: by another listener, or on tcp by any
+// socket of the host.
+constexpr uint16_t kAnyFirst = 20000, kAnyLast = 60999;
+constexpr int kAnyTries = 64;
+
+} // namespace
 
 struct Listener::Impl {
     Uri uri;
     StreamOptions options;
     std::shared_ptr<detail::Nic> nic;
-    std::vector<uint8_t> local;
-    // A request taken while binding, handed to the first accept().
-    std::optional<VIP_CONN_HANDLE> early;
-    VIP_VI_ATTRIBUTES early_attrs{};
+    std::vector<uint8_t> net_address; // the VIP_NET_ADDRESS served
+    Address address;
+    int wait_fd = -1; // libvipl's, closed with the NIC
 
-    ~Impl() {
-        if (early) VipConnectReject(*early);
-    }
+    // Opens the NIC and starts serving uri's discriminator.
+    static std::unique_ptr<Impl> open(const Uri &uri, std::error_code &ec,
+                                      const StreamOptions &options);
 };
+
+std::unique_ptr<Listener::Impl> Listener::Impl::open(const Uri &uri, std::error_code &ec,
+                                                     const StreamOptions &options) {
+    auto impl = std::make_unique<Impl>();
+    impl->uri = uri;
+    impl->options = options;
+    impl->nic =
+        detail::Nic::open(options.device.empty() ? uri.listen_device() : options.device, ec);
+    if (!impl->nic) return nullptr;
+    auto disc = uri.discriminator();
+    impl->net_address = impl->nic->address(uri.ns_name(), disc.data(), disc.size(), ec);
+    if (ec) return nullptr;
+    // Asking for the descriptor starts serving the discriminator: requests made from now
+    // on are queued, so connect() works as soon as bind() returned.
+    VIP_RETURN rc = VipGetConnWaitFd(impl->nic->handle(), detail::as_address(impl->net_address),
+                                     &impl->wait_fd);
+    if (rc != VIP_SUCCESS) {
+        ec = rc == VIP_ERROR_RESOURCE ? std::make_error_code(std::errc::address_in_use)
+                                      : make_vip_error(rc);
+        return nullptr;
+    }
+    impl->address = detail::listen_address(*impl->nic, uri);
+    ec.clear();
+    return impl;
+}
 
 Listener::Listener() noexcept = default;
 Listener::Listener(Listener &&) noexcept = default;
@@ -32,39 +70,19 @@ Listener Listener::bind(std::string_view uri, std::error_code &ec, const StreamO
 }
 
 Listener Listener::bind(const Uri &uri, std::error_code &ec, const StreamOptions &options) {
-    if (uri.port == 0) {
-        ec = std::make_error_code(std::errc::invalid_argument);
-        return {};
-    }
-    auto impl = std::make_unique<Impl>();
-    impl->uri = uri;
-    impl->options = options;
-    impl->nic =
-        detail::Nic::open(options.device.empty() ? uri.listen_device() : options.device, ec);
-    if (!impl->nic) return {};
-    auto disc = uri.discriminator();
-    impl->local = impl->nic->address(uri.ns_name(), disc.data(), disc.size(), ec);
-    if (ec) return {};
-    // VIPL queues requests only once somebody waited on the discriminator: wait once
-    // without sleeping, so that connect() works as soon as bind() returned.
-    std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 1024);
-    VIP_VI_ATTRIBUTES ra;
-    VIP_CONN_HANDLE conn;
-    VIP_RETURN rc = VipConnectWait(impl->nic->handle(), detail::as_address(impl->local), 0,
-                                   detail::as_address(remote), &ra, &conn);
-    if (rc == VIP_SUCCESS) {
-        impl->early = conn;
-        impl->early_attrs = ra;
-    } else if (rc == VIP_ERROR_RESOURCE) {
-        ec = std::make_error_code(std::errc::address_in_use);
-        return {};
-    } else if (rc != VIP_TIMEOUT) {
-        ec = make_vip_error(rc);
-        return {};
-    }
-    ec.clear();
     Listener l;
-    l.impl_ = std::move(impl);
+    if (uri.has_discriminator()) {
+        l.impl_ = Impl::open(uri, ec, options);
+        return l;
+    }
+    std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+    std::uniform_int_distribution<int> pick(kAnyFirst, kAnyLast);
+    Uri u = uri;
+    for (int i = 0; i < kAnyTries; ++i) {
+        u.port = static_cast<uint16_t>(pick(rng));
+        l.impl_ = Impl::open(u, ec, options);
+        if (ec != std::errc::address_in_use) break;
+    }
     return l;
 }
 
@@ -77,6 +95,15 @@ const Uri &Listener::uri() const noexcept {
     return impl_ ? impl_->uri : none;
 }
 
+const Address &Listener::local_address() const noexcept {
+    static const Address none;
+    return impl_ ? impl_->address : none;
+}
+
+int Listener::fd() const noexcept {
+    return impl_ ? impl_->wait_fd : -1;
+}
+
 Stream Listener::accept(Deadline deadline, std::error_code &ec) {
     if (!impl_) {
         ec = std::make_error_code(std::errc::not_connected);
@@ -85,21 +112,16 @@ Stream Listener::accept(Deadline deadline, std::error_code &ec) {
     for (;;) {
         VIP_CONN_HANDLE conn;
         VIP_VI_ATTRIBUTES ra{};
-        if (impl_->early) {
-            conn = *impl_->early;
-            impl_->early.reset();
-            ra = impl_->early_attrs;
-        } else {
-            std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 1024);
-            VIP_RETURN rc =
-                VipConnectWait(impl_->nic->handle(), detail::as_address(impl_->local),
-                               timeout_ms(deadline), detail::as_address(remote), &ra, &conn);
-            if (rc != VIP_SUCCESS) {
-                ec = rc == VIP_TIMEOUT       ? std::make_error_code(std::errc::timed_out)
-                     : rc == VIP_INTERRUPTED ? std::make_error_code(std::errc::interrupted)
-                                             : make_vip_error(rc);
-                return {};
-            }
+        std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 1024);
+        // A past deadline is a timeout of 0: libvipl looks at what arrived and never sleeps.
+        VIP_RETURN rc =
+            VipConnectWait(impl_->nic->handle(), detail::as_address(impl_->net_address),
+                           timeout_ms(deadline), detail::as_address(remote), &ra, &conn);
+        if (rc != VIP_SUCCESS) {
+            ec = rc == VIP_TIMEOUT       ? std::make_error_code(std::errc::timed_out)
+                 : rc == VIP_INTERRUPTED ? std::make_error_code(std::errc::interrupted)
+                                         : make_vip_error(rc);
+            return {};
         }
         // VIPL wants equal MaxTransferSize on both VIs: the connecting side's wins.
         auto mtu = static_cast<uint32_t>(ra.MaxTransferSize);
@@ -109,11 +131,12 @@ Stream Listener::accept(Deadline deadline, std::error_code &ec) {
             VipConnectReject(conn);
             continue;
         }
-        VIP_RETURN rc = VipConnectAccept(conn, s->vi);
+        rc = VipConnectAccept(conn, s->vi);
         if (rc != VIP_SUCCESS) {
             VipConnectReject(conn);
             continue;
         }
+        detail::vi_ends(s->vi, impl_->uri, true, &s->local, &s->peer);
         s->start();
         ec.clear();
         return Stream(std::move(s));

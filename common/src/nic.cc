@@ -2,6 +2,9 @@
 
 #include "vipl/error.h"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <cstring>
 
 namespace vipl::detail {
@@ -26,8 +29,36 @@ std::shared_ptr<Nic> Nic::open(const std::string &device, std::error_code &ec) {
 }
 
 Nic::~Nic() {
-    // Closing the NIC also destroys whatever a failed teardown may have left on it.
+    // Closing the NIC also destroys whatever a failed teardown may have left on it, and
+    // the registrations still deferred (its region table goes).
     if (nic_) VipCloseNic(nic_);
+    for (const Deferred &d : deferred_) close(d.gone_fd);
+}
+
+void Nic::defer_deregister(void *addr, VIP_MEM_HANDLE mh, int gone_fd) {
+    {
+        std::lock_guard g(mu_);
+        deferred_.push_back({addr, mh, gone_fd});
+    }
+    sweep();
+}
+
+void Nic::sweep() {
+    std::lock_guard g(mu_);
+    if (deferred_.empty()) return;
+    std::vector<pollfd> p;
+    for (const Deferred &d : deferred_) p.push_back({d.gone_fd, POLLIN, 0});
+    if (poll(p.data(), p.size(), 0) <= 0) return;
+    size_t keep = 0;
+    for (size_t i = 0; i < deferred_.size(); ++i) {
+        if (p[i].revents & (POLLHUP | POLLERR | POLLIN)) {
+            VipDeregisterMem(nic_, deferred_[i].addr, deferred_[i].mh);
+            close(deferred_[i].gone_fd);
+        } else {
+            deferred_[keep++] = deferred_[i];
+        }
+    }
+    deferred_.resize(keep);
 }
 
 std::vector<uint8_t> Nic::address(const std::string &host, const void *disc, size_t disc_len,

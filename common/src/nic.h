@@ -6,6 +6,7 @@
 #include <vipl_ext.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -27,8 +28,23 @@ public:
     std::vector<uint8_t> address(const std::string &host, const void *disc, size_t disc_len,
                                  std::error_code &ec) const;
 
+    // A shareable stream this process left (others hold it) registered memory at `addr`
+    // (handle mh) in this NIC's region table, which fork children share: it is
+    // deregistered once `gone_fd` (the read end of a pipe every holder keeps the write
+    // end of) hangs up, i.e. the last holder closed or died.  Takes gone_fd.
+    void defer_deregister(void *addr, VIP_MEM_HANDLE mh, int gone_fd);
+    // Deregisters what is due; called whenever a stream is made on the NIC.
+    void sweep();
+
 private:
     Nic() = default;
+    struct Deferred {
+        void *addr;
+        VIP_MEM_HANDLE mh;
+        int gone_fd;
+    };
+    std::mutex mu_; // deferred_: a Listener and its streams may be used by several threads
+    std::vector<Deferred> deferred_;
     VIP_NIC_HANDLE nic_ = nullptr;
     VIP_PROTECTION_HANDLE ptag_ = nullptr;
     VIP_NIC_ATTRIBUTES attrs_{};

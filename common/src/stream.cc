@@ -1,4 +1,5 @@
 // Stream: the public handle, and connecting.
+#include "ends.h"
 #include "stream_impl.h"
 #include "vipl/error.h"
 
@@ -49,7 +50,7 @@ Stream Stream::connect(std::string_view uri, Deadline deadline, std::error_code 
 
 Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                        const StreamOptions &options) {
-    if (uri.port == 0 || options.buffer_size == 0 ||
+    if (!uri.has_discriminator() || options.buffer_size == 0 ||
         options.buffer_size > 0xffffffffu - detail::kHeaderSize) {
         ec = std::make_error_code(std::errc::invalid_argument);
         return {};
@@ -73,6 +74,7 @@ Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                                       detail::as_address(remote), timeout_ms(deadline), &ra);
     switch (static_cast<int>(rc)) {
     case VIP_SUCCESS:
+        detail::vi_ends(impl->vi, uri, false, &impl->local, &impl->peer);
         impl->start();
         return Stream(std::move(impl));
     case VIP_NO_MATCH:
@@ -107,7 +109,29 @@ std::size_t Stream::read(std::span<std::byte> buf, Deadline deadline, std::error
         ec = not_connected();
         return 0;
     }
+    Impl::Guard g(*impl_);
     return impl_->read(buf, deadline, ec);
+}
+
+std::size_t Stream::peek(std::span<std::byte> buf, std::error_code &ec) {
+    return peek(buf, kNever, ec);
+}
+
+std::size_t Stream::peek(std::span<std::byte> buf, Deadline deadline, std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return 0;
+    }
+    Impl::Guard g(*impl_);
+    return impl_->read(buf, deadline, ec, true);
+}
+
+std::size_t Stream::readable_bytes() noexcept {
+    if (!is_open()) return 0;
+    Impl::Guard g(*impl_);
+    impl_->progress();
+    impl_->update_ready();
+    return impl_->readable_bytes();
 }
 
 std::size_t Stream::write(std::span<const std::byte> buf, std::error_code &ec) {
@@ -119,6 +143,7 @@ std::size_t Stream::write(std::span<const std::byte> buf, Deadline deadline, std
         ec = not_connected();
         return 0;
     }
+    Impl::Guard g(*impl_);
     return impl_->write(buf, deadline, ec);
 }
 
@@ -128,6 +153,7 @@ void Stream::progress(std::error_code &ec) {
         return;
     }
     ec.clear();
+    Impl::Guard g(*impl_);
     impl_->progress();
     impl_->update_ready();
 }
@@ -138,9 +164,8 @@ void Stream::shutdown_write(std::error_code &ec) {
         return;
     }
     ec.clear();
-    impl_->fin_wanted = true;
-    impl_->progress();
-    impl_->update_ready();
+    Impl::Guard g(*impl_);
+    impl_->shutdown_write();
 }
 
 std::error_code Stream::close(Deadline deadline) {
@@ -151,50 +176,82 @@ std::error_code Stream::close(Deadline deadline) {
 }
 
 void Stream::abort() noexcept {
-    if (impl_) impl_->teardown();
+    if (impl_) impl_->abort();
     impl_.reset();
 }
 
+bool Stream::shared_with_others() const noexcept {
+    return is_open() && impl_->shared_with_others();
+}
+
 int Stream::fd() const noexcept {
-    return impl_ ? impl_->ep_fd : -1;
+    if (!impl_) return -1;
+    return impl_->opt.ready_fd ? impl_->ep_fd : impl_->vi_fd;
 }
 
 void Stream::set_fd_events(short events) noexcept {
-    if (!impl_) return;
-    impl_->fd_events = static_cast<short>(events & (POLLIN | POLLOUT));
+    if (!is_open()) return;
+    Impl::Guard g(*impl_);
+    impl_->st->fd_events = static_cast<short>(events & (POLLIN | POLLOUT));
     impl_->update_ready();
 }
 
 short Stream::fd_events() const noexcept {
-    return impl_ ? impl_->fd_events : 0;
+    if (!is_open()) return 0;
+    Impl::Guard g(*impl_);
+    return impl_->st->fd_events;
 }
 
 bool Stream::holds_back() const noexcept {
-    return impl_ && !impl_->pending.empty();
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    return !impl_->st->pending.empty();
 }
 
 short Stream::events() noexcept {
     if (!is_open()) return 0;
+    Impl::Guard g(*impl_);
     impl_->progress();
     impl_->update_ready();
     return impl_->events();
 }
 
 void Stream::set_nonblocking(bool on) noexcept {
-    if (impl_) impl_->opt.nonblocking = on;
+    if (impl_) impl_->nonblocking.store(on, std::memory_order_relaxed);
 }
 
 bool Stream::nonblocking() const noexcept {
-    return impl_ && impl_->opt.nonblocking;
+    return impl_ && impl_->nonblocking.load(std::memory_order_relaxed);
+}
+
+SpinBudget Stream::spin_budget() const noexcept {
+    return is_open() ? impl_->spin_budget() : SpinBudget{};
+}
+
+void Stream::spin_outcome(bool won) noexcept {
+    if (is_open()) VipViSpinOutcome(impl_->vi, won ? VIP_TRUE : VIP_FALSE);
 }
 
 StreamCounters Stream::counters() const noexcept {
-    if (!impl_) return {};
-    StreamCounters c = impl_->stats;
+    if (!is_open()) return {};
+    StreamCounters c;
+    {
+        Impl::Guard g(*impl_);
+        c = impl_->st->stats;
+    }
     VIP_VI_COUNTERS v{};
-    if (impl_->vi && VipQueryViCounters(impl_->vi, &v) == VIP_SUCCESS)
-        c.doorbells = v.DoorbellsRung;
+    if (VipQueryViCounters(impl_->vi, &v) == VIP_SUCCESS) c.doorbells = v.DoorbellsRung;
     return c;
+}
+
+const Address &Stream::local_address() const noexcept {
+    static const Address none;
+    return impl_ ? impl_->local : none;
+}
+
+const Address &Stream::peer_address() const noexcept {
+    static const Address none;
+    return impl_ ? impl_->peer : none;
 }
 
 const StreamOptions &Stream::options() const noexcept {

@@ -13,7 +13,17 @@ namespace vipl {
 
 namespace {
 
-enum class Field { spin_us, buffer_size, recv_buffers, send_buffers, zcopy, linger_ms, device };
+enum class Field {
+    spin_us,
+    buffer_size,
+    recv_buffers,
+    send_buffers,
+    zcopy,
+    linger_ms,
+    shareable,
+    ready_fd,
+    device
+};
 
 struct Row {
     StreamConfigKey key;
@@ -24,8 +34,8 @@ struct Row {
 // StreamOptions{} (a test holds them to it).
 const Row kRows[] = {
     {{"STREAM_SPIN_US", "u32", "10", 0, 1000000,
-      "microseconds a blocking call polls the VI before it sleeps in the kernel (0: sleep "
-      "at once)"},
+      "base budget in microseconds of the spin before a blocking call sleeps, spent by "
+      "libvipl's adaptive policy (0: sleep at once)"},
      Field::spin_us},
     {{"STREAM_BUFFER_SIZE", "u32", "65536", 256, 16u << 20,
       "payload bytes of each message buffer; the connecting side's value is used by both "
@@ -45,6 +55,14 @@ const Row kRows[] = {
       "milliseconds the destructor's orderly close waits for the peer to take what was "
       "written"},
      Field::linger_ms},
+    {{"STREAM_SHAREABLE", "u32", "0", 0, 1,
+      "1: streams are shared with the children forked after they are made, and usable by "
+      "several threads at once"},
+     Field::shareable},
+    {{"STREAM_READY_FD", "u32", "1", 0, 1,
+      "1: fd() is an epoll fd readable on the stream's readiness; 0: fd() is the VI's wait "
+      "fd and the caller asks events() (no system call on the data path)"},
+     Field::ready_fd},
     {{"STREAM_DEVICE", "string", "", 0, 0,
       "VIPL device used instead of the one the URI picks (shm0, tcp0, tcp:<address>)"},
      Field::device},
@@ -75,6 +93,10 @@ uint64_t get_u32(const StreamOptions &o, Field f) {
         return o.zcopy_threshold;
     case Field::linger_ms:
         return static_cast<uint64_t>(o.linger.count());
+    case Field::shareable:
+        return o.shareable;
+    case Field::ready_fd:
+        return o.ready_fd;
     case Field::device:
         break;
     }
@@ -100,6 +122,12 @@ void set_u32(StreamOptions &o, Field f, uint32_t v) {
         break;
     case Field::linger_ms:
         o.linger = std::chrono::milliseconds(v);
+        break;
+    case Field::shareable:
+        o.shareable = v != 0;
+        break;
+    case Field::ready_fd:
+        o.ready_fd = v != 0;
         break;
     case Field::device:
         break;

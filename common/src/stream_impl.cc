@@ -1,8 +1,9 @@
-// Stream::Impl: resources, completions, credits.
+// Stream::Impl: resources, completions, credits, readiness.
 #include "stream_impl.h"
 
 #include "vipl/error.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -11,7 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
+#include <new>
 #include <thread>
 
 namespace vipl {
@@ -36,6 +37,10 @@ void fill(VIP_DESCRIPTOR *d, void *buf, uint32_t len, VIP_MEM_HANDLE mh) {
     d->DS[0].Local.Length = len;
 }
 
+std::error_code sys_error() {
+    return std::error_code(errno, std::generic_category());
+}
+
 } // namespace
 
 std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> nic,
@@ -48,8 +53,14 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     }
     auto s = std::make_unique<Impl>();
     s->nic = std::move(nic);
+    s->nic->sweep(); // regions of streams this process left whose last holder is gone
+    s->owner_pid = getpid();
     s->opt = options;
+    s->shared = options.shareable;
+    // Zero copy is one process's (the caller's memory, heap pulls): never when shared.
+    if (s->shared) s->opt.zcopy_threshold = 0;
     s->opt.buffer_size = mtu - kHeaderSize;
+    s->nonblocking.store(options.nonblocking, std::memory_order_relaxed);
     s->mtu = mtu;
     s->payload = mtu - kHeaderSize;
     s->recv_data = options.recv_buffers;
@@ -57,28 +68,45 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     s->nsend = options.send_buffers;
     s->batch = (s->recv_data + 3) / 4;
 
+    // The state and its queues first, then the registered part on a page of its own.
     // Buffers start on a cache line: SEND-GET and the tcp provider's direct reads like it.
     size_t mtu_r = round_up(mtu, 64);
+    size_t state = round_up(sizeof(State), 64);
+    size_t rq = round_up(s->nrecv * sizeof(Msg), 64);
+    size_t pending = round_up(s->nsend * sizeof(Out), 64);
+    size_t stacks = round_up((s->nsend + kCtlSlots) * sizeof(uint32_t), 64);
+    s->reg_off = round_up(state + rq + pending + stacks, 4096);
     size_t descs =
         round_up((s->nrecv + s->nsend + kCtlSlots + kRdmaSlots) * sizeof(VIP_DESCRIPTOR), 4096);
-    s->mem_size = round_up(descs + (s->nrecv + s->nsend) * mtu_r + kCtlSlots * kCtlBufSize, 4096);
-    void *p =
-        mmap(nullptr, s->mem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    s->mem_size = round_up(
+        s->reg_off + descs + (s->nrecv + s->nsend) * mtu_r + kCtlSlots * kCtlBufSize, 4096);
+    int flags = (s->shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS;
+    void *p = mmap(nullptr, s->mem_size, PROT_READ | PROT_WRITE, flags, -1, 0);
     if (p == MAP_FAILED) {
-        ec = std::error_code(errno, std::generic_category());
+        ec = sys_error();
         return nullptr;
     }
     s->mem = static_cast<uint8_t *>(p);
+    s->st = new (s->mem) State();
+    State &t = *s->st;
+    t.rq.init(reinterpret_cast<Msg *>(s->mem + state), s->nrecv);
+    t.pending.init(reinterpret_cast<Out *>(s->mem + state + rq), s->nsend);
+    auto *stack = reinterpret_cast<uint32_t *>(s->mem + state + rq + pending);
+    t.free_slots.init(stack, s->nsend);
+    t.free_ctl.init(stack + s->nsend, kCtlSlots);
     s->stride = mtu_r;
-    s->rdesc = reinterpret_cast<VIP_DESCRIPTOR *>(s->mem);
+    s->rdesc = reinterpret_cast<VIP_DESCRIPTOR *>(s->mem + s->reg_off);
     s->sdesc = s->rdesc + s->nrecv;
-    s->rbuf_ = s->mem + descs;
+    s->rbuf_ = s->mem + s->reg_off + descs;
     s->sbuf_ = s->rbuf_ + s->nrecv * mtu_r;
     s->cbuf_ = s->sbuf_ + s->nsend * mtu_r;
+    if (s->shared && (ec = s->init_shared())) return nullptr;
 
     VIP_MEM_ATTRIBUTES ma{};
     ma.Ptag = s->nic->ptag();
-    VIP_RETURN rc = VipRegisterMem(s->nic->handle(), s->mem, s->mem_size, &ma, &s->mh);
+    ma.Shareable = s->shared ? VIP_TRUE : VIP_FALSE;
+    VIP_RETURN rc = VipRegisterMem(s->nic->handle(), s->mem + s->reg_off, s->mem_size - s->reg_off,
+                                   &ma, &s->mh);
     if (rc != VIP_SUCCESS) {
         ec = make_vip_error(rc);
         return nullptr;
@@ -89,29 +117,33 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     va.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
     va.MaxTransferSize = mtu;
     va.Ptag = s->nic->ptag();
+    va.Shareable = s->shared ? VIP_TRUE : VIP_FALSE;
     // The peer RDMA-reads zero-copy writes from this side (its library is this one).
-    s->rdma_ok = (s->nic->attrs().RDMAReadSupport & VIP_SERVICE_RELIABLE_DELIVERY) != 0;
+    s->rdma_ok =
+        !s->shared && (s->nic->attrs().RDMAReadSupport & VIP_SERVICE_RELIABLE_DELIVERY) != 0;
     va.EnableRdmaRead = s->rdma_ok ? VIP_TRUE : VIP_FALSE;
     if ((rc = VipCreateVi(s->nic->handle(), &va, nullptr, nullptr, &s->vi)) != VIP_SUCCESS ||
         (rc = VipGetViWaitFd(s->vi, &s->vi_fd)) != VIP_SUCCESS) {
         ec = make_vip_error(rc);
         return nullptr;
     }
-    s->ev_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    s->ep_fd = epoll_create1(EPOLL_CLOEXEC);
-    if (s->ev_fd < 0 || s->ep_fd < 0) {
-        ec = std::error_code(errno, std::generic_category());
-        return nullptr;
+    if (s->opt.ready_fd) {
+        s->ev_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        s->ep_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (s->ev_fd < 0 || s->ep_fd < 0) {
+            ec = sys_error();
+            return nullptr;
+        }
+        epoll_event e{};
+        e.events = EPOLLIN;
+        if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, s->vi_fd, &e) != 0 ||
+            epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, s->ev_fd, &e) != 0) {
+            ec = sys_error();
+            return nullptr;
+        }
     }
-    epoll_event e{};
-    e.events = EPOLLIN;
-    if (epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, s->vi_fd, &e) != 0 ||
-        epoll_ctl(s->ep_fd, EPOLL_CTL_ADD, s->ev_fd, &e) != 0) {
-        ec = std::error_code(errno, std::generic_category());
-        return nullptr;
-    }
-    for (uint32_t i = 0; i < s->nsend; ++i) s->free_slots.push_back(s->nsend - 1 - i);
-    for (uint32_t i = 0; i < kCtlSlots; ++i) s->free_ctl.push_back(i);
+    for (uint32_t i = 0; i < s->nsend; ++i) t.free_slots.push_back(s->nsend - 1 - i);
+    for (uint32_t i = 0; i < kCtlSlots; ++i) t.free_ctl.push_back(i);
     // Every receive is posted before connecting: the peer may send at once.
     for (uint32_t i = 0; i < s->nrecv; ++i) {
         fill(&s->rdesc[i], s->rbuf(i), mtu, s->mh);
@@ -130,7 +162,7 @@ Stream::Impl::~Impl() {
 
 void Stream::Impl::teardown() noexcept {
     bool destroyed = !vi;
-    if (vi && connected) {
+    if (vi && st->connected) {
         VipDisconnect(vi);
         // After a disconnect every queued descriptor completes (flushed); take them all
         // back before the VI and the memory they point into can go.
@@ -160,57 +192,74 @@ void Stream::Impl::teardown() noexcept {
             new auto(std::move(leaked)); // as mem: never freed under a live descriptor
         }
     }
-    if (registered && mem) VipDeregisterMem(nic->handle(), mem, mh);
+    // A fork child holds its parent's NIC in name only (VIPL refuses the handle there):
+    // the registration is the parent's, and goes with its table.
+    if (registered && mem && getpid() == owner_pid)
+        VipDeregisterMem(nic->handle(), mem + reg_off, mh);
     registered = false;
+    release_local();
+}
+
+void Stream::Impl::release_local() noexcept {
+    // Not our last word on the mutex: nobody holds it here (it lives in the mapping).
     if (mem) munmap(mem, mem_size);
     mem = nullptr;
-    if (ep_fd >= 0) ::close(ep_fd);
-    if (ev_fd >= 0) ::close(ev_fd);
-    ep_fd = ev_fd = -1;
-    rq.clear();
-    pending.clear();
+    st = nullptr;
+    for (int *fd : {&ep_fd, &ev_fd, &gone_r, &gone_w})
+        if (*fd >= 0) ::close(*fd);
+    ep_fd = ev_fd = gone_r = gone_w = -1;
+    for (int &fd : kick_fd) {
+        if (fd >= 0) ::close(fd);
+        fd = -1;
+    }
+    pulled.clear();
     nic.reset();
 }
 
 void Stream::Impl::start() {
-    connected = true;
-    owed = recv_data;
+    st->connected = true;
+    st->owed = recv_data;
     post_control();
     update_ready();
 }
 
 void Stream::Impl::set_broken(std::error_code why) {
-    if (broken) return;
-    broken = true;
-    error = why;
+    if (st->broken) return;
+    st->broken = true;
+    st->error = why;
+    changed();
 }
 
 void Stream::Impl::on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
+    State &t = *st;
     auto i = static_cast<uint32_t>(d - sdesc);
+    changed();
     if (rc != VIP_SUCCESS) set_broken(std::make_error_code(std::errc::connection_reset));
     if (i < nsend) {
-        free_slots.push_back(i);
+        t.free_slots.push_back(i);
     } else if (i < nsend + kCtlSlots) {
-        free_ctl.push_back(i - nsend);
+        t.free_ctl.push_back(i - nsend);
     } else {
-        rdma_posted--;
-        if (bounce_len && rdma_posted == 0) {
+        t.rdma_posted--;
+        if (t.bounce_len && t.rdma_posted == 0) {
             // The front rts's next piece is in its buffer now (rts stay first while
             // a read is in flight).
-            Msg &m = rq.front();
+            Msg &m = t.rq.front();
             if (rc == VIP_SUCCESS) {
                 m.off = kHeaderSize;
-                m.end = kHeaderSize + bounce_len;
-                m.taken += bounce_len;
-                stats.bytes_in += bounce_len;
+                m.end = kHeaderSize + t.bounce_len;
+                m.taken += t.bounce_len;
+                t.stats.bytes_in += t.bounce_len;
             }
-            bounce_len = 0;
+            t.bounce_len = 0;
         }
     }
 }
 
 void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
+    State &t = *st;
     auto slot = static_cast<uint32_t>(d - rdesc);
+    changed();
     if (rc != VIP_SUCCESS) {
         // Flushed by a disconnect, or the connection failed: nothing more will arrive.
         set_broken(std::make_error_code(std::errc::connection_reset));
@@ -219,28 +268,32 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     uint32_t got = d->CS.Length;
     Header h = detail::decode(rbuf(slot));
     uint32_t want = h.kind == Kind::data ? h.length : h.kind == Kind::rts ? kRtsSize : 0;
+    // A shareable stream asked for no rts (kFlagNoRts): one is a broken protocol.
     bool ok = got >= kHeaderSize && h.length == got - kHeaderSize && h.length == want &&
               (h.kind != Kind::data || h.length > 0) &&
-              (h.kind >= Kind::data && h.kind <= Kind::rts_done);
+              (h.kind >= Kind::data && h.kind <= Kind::rts_done) &&
+              !(shared && h.kind == Kind::rts) && !t.rq.full();
     if (!ok) {
         set_broken(std::make_error_code(std::errc::protocol_error));
         VipDisconnect(vi);
         return;
     }
-    credits += h.credits;
+    t.heard = true;
+    if (h.flags & detail::kFlagNoRts) t.peer_no_rts = true;
+    t.credits += h.credits;
     if (h.kind == Kind::data) {
-        stats.messages_in++;
-        stats.bytes_in += h.length;
+        t.stats.messages_in++;
+        t.stats.bytes_in += h.length;
         Msg m;
         m.slot = slot;
         m.off = kHeaderSize;
         m.end = got;
-        rq.push_back(std::move(m));
-        if (discarding) consume_front();
+        t.rq.push_back(m);
+        if (t.discarding) consume_front();
         return;
     }
     if (h.kind == Kind::rts) {
-        stats.messages_in++;
+        t.stats.messages_in++;
         Msg m;
         m.slot = slot;
         m.off = m.end = kHeaderSize;
@@ -251,24 +304,24 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
             VipDisconnect(vi);
             return;
         }
-        rq.push_back(std::move(m));
-        if (discarding) consume_front();
+        t.rq.push_back(m);
+        if (t.discarding) consume_front();
         return;
     }
-    stats.control_in++;
+    t.stats.control_in++;
     if (h.kind == Kind::fin) {
-        fin_rx = true;
-        need_fin_ack = true;
+        t.fin_rx = true;
+        t.need_fin_ack = true;
     } else if (h.kind == Kind::fin_ack) {
-        fin_ack_rx = true;
-    } else if (h.kind == Kind::rts_done && rts_posted > 0) {
-        rts_posted--;
+        t.fin_ack_rx = true;
+    } else if (h.kind == Kind::rts_done && t.rts_posted > 0) {
+        t.rts_posted--;
     }
     repost(slot);
 }
 
 void Stream::Impl::repost(uint32_t slot) {
-    if (broken) return;
+    if (st->broken) return;
     fill(&rdesc[slot], rbuf(slot), mtu, mh);
     VIP_RETURN rc = VipPostRecv(vi, &rdesc[slot], mh);
     if (rc != VIP_SUCCESS) set_broken(std::make_error_code(std::errc::connection_reset));
@@ -277,18 +330,30 @@ void Stream::Impl::repost(uint32_t slot) {
 // The front message has been read (or dropped): its buffer goes back to the VI and its
 // credit to the peer.
 void Stream::Impl::consume_front() {
-    uint32_t slot = rq.front().slot;
-    if (rq.front().rts && !rq.front().done_sent) need_rts_done++;
-    rq.pop_front();
+    State &t = *st;
+    const Msg &m = t.rq.front();
+    uint32_t slot = m.slot;
+    if (m.rts && !m.done_sent) t.need_rts_done++;
+    t.rq.pop_front();
+    if (!pulled.empty()) std::vector<uint8_t>().swap(pulled[slot]);
     repost(slot);
-    owed++;
+    t.owed++;
 }
 
 void Stream::Impl::progress() {
     if (!vi) return;
-    bool any = false;
+    State &t = *st;
     VIP_DESCRIPTOR *d;
     VIP_RETURN rc;
+    if (t.poisoned) {
+        // Its queues may be half-changed: take the completions back, trust nothing.
+        while (VipSendDone(vi, &d) != VIP_NOT_DONE) {
+        }
+        while (VipRecvDone(vi, &d) != VIP_NOT_DONE) {
+        }
+        return;
+    }
+    bool any = false;
     while ((rc = VipSendDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR) {
         on_send_done(d, rc);
         any = true;
@@ -297,44 +362,53 @@ void Stream::Impl::progress() {
         on_recv(d, rc);
         any = true;
     }
-    if (!any && !broken) {
+    if (!any && !t.broken) {
         // The wait fd also fires when the VI leaves the Connected state.
-        VIP_VI_STATE st;
-        if (VipQueryVi(vi, &st, nullptr, nullptr, nullptr) == VIP_SUCCESS &&
-            st != VIP_STATE_CONNECTED)
+        VIP_VI_STATE vs;
+        if (VipQueryVi(vi, &vs, nullptr, nullptr, nullptr) == VIP_SUCCESS &&
+            vs != VIP_STATE_CONNECTED)
             set_broken(std::make_error_code(std::errc::connection_reset));
     }
     post_pending();
     post_control();
     // A region first in line is fetched piece by piece unless a blocking read is about
     // to take it directly.
-    if (!broken && !direct_read && !discarding && rdma_posted == 0 && !rq.empty() &&
-        rq.front().rts && rq.front().off == rq.front().end &&
-        rq.front().taken < rq.front().region.length)
+    if (!t.broken && !direct_read && !t.discarding && t.rdma_posted == 0 && !t.rq.empty() &&
+        t.rq.front().rts && t.rq.front().off == t.rq.front().end &&
+        t.rq.front().taken < t.rq.front().region.length)
         start_bounce();
 }
 
 bool Stream::Impl::front_ready(bool direct) const {
-    if (rq.empty()) return false;
-    const Msg &m = rq.front();
+    const State &t = *st;
+    if (t.rq.empty()) return false;
+    const Msg &m = t.rq.front();
     if (!m.rts || m.off < m.end) return true;
-    if (rdma_posted > 0) return false;
+    if (t.rdma_posted > 0) return false;
     return m.taken == m.region.length || direct;
 }
 
+size_t Stream::Impl::room() const {
+    const State &t = *st;
+    size_t n = static_cast<size_t>(t.free_slots.size()) * payload;
+    if (!t.pending.empty() && !t.pending.back().zc) n += payload - t.pending.back().len;
+    return n;
+}
+
 void Stream::Impl::post_pending() {
-    while (!broken && credits > 0 && !pending.empty()) {
-        auto [slot, len, zc] = pending.front();
-        uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(owed, 0xffff));
+    State &t = *st;
+    while (!t.broken && t.credits > 0 && !t.pending.empty()) {
+        auto [slot, len, zc] = t.pending.front();
+        uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(t.owed, 0xffff));
         VIP_DESCRIPTOR *d = &sdesc[slot];
         if (zc) {
-            if (rts_posted >= kRtsMax) return; // see the header: the peer's control slots
-            detail::encode(sbuf(slot), {Kind::rts, c, kRtsSize});
+            if (t.rts_posted >= kRtsMax) return; // see the header: the peer's control slots
+            detail::encode(sbuf(slot), {Kind::rts, c, kRtsSize, header_flags()});
             detail::encode_rts(sbuf(slot) + kHeaderSize,
                                {reinterpret_cast<uintptr_t>(zc), zc_mh, len});
             fill(d, sbuf(slot), kHeaderSize + kRtsSize, mh);
         } else {
-            detail::encode(sbuf(slot), {Kind::data, c, len});
+            detail::encode(sbuf(slot), {Kind::data, c, len, header_flags()});
             fill(d, sbuf(slot), kHeaderSize + len, mh);
         }
         VIP_RETURN rc = VipPostSend(vi, d, mh);
@@ -343,22 +417,23 @@ void Stream::Impl::post_pending() {
             return;
         }
         if (zc) {
-            rts_posted++;
-            stats.bytes_zcopy += len;
+            t.rts_posted++;
+            t.stats.bytes_zcopy += len;
         }
-        pending.pop_front();
-        owed -= c;
-        credits--;
-        stats.messages_out++;
-        stats.bytes_out += len;
+        t.pending.pop_front();
+        t.owed -= c;
+        t.credits--;
+        t.stats.messages_out++;
+        t.stats.bytes_out += len;
     }
 }
 
 bool Stream::Impl::send_control(Kind kind) {
-    if (broken || free_ctl.empty()) return false;
-    uint32_t i = free_ctl.back();
-    uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(owed, 0xffff));
-    detail::encode(cbuf(i), {kind, c, 0});
+    State &t = *st;
+    if (t.broken || t.free_ctl.empty()) return false;
+    uint32_t i = t.free_ctl.back();
+    uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(t.owed, 0xffff));
+    detail::encode(cbuf(i), {kind, c, 0, header_flags()});
     VIP_DESCRIPTOR *d = &sdesc[nsend + i];
     fill(d, cbuf(i), kHeaderSize, mh);
     VIP_RETURN rc = VipPostSend(vi, d, mh);
@@ -366,76 +441,69 @@ bool Stream::Impl::send_control(Kind kind) {
         set_broken(std::make_error_code(std::errc::connection_reset));
         return false;
     }
-    free_ctl.pop_back();
-    owed -= c;
-    stats.control_out++;
+    t.free_ctl.pop_back();
+    t.owed -= c;
+    t.stats.control_out++;
     return true;
 }
 
 void Stream::Impl::post_control() {
-    if (broken) return;
-    if (need_fin_ack && send_control(Kind::fin_ack)) need_fin_ack = false;
-    while (need_rts_done > 0 && send_control(Kind::rts_done)) need_rts_done--;
+    State &t = *st;
+    if (t.broken) return;
+    if (t.need_fin_ack && send_control(Kind::fin_ack)) t.need_fin_ack = false;
+    while (t.need_rts_done > 0 && send_control(Kind::rts_done)) t.need_rts_done--;
     // Batching keeps the peer's unprocessed credit messages within kCtlSlots (see header).
-    if (owed >= batch) send_control(Kind::credit);
-    if (fin_wanted && !fin_tx && pending.empty() && send_control(Kind::fin)) fin_tx = true;
+    if (t.owed >= batch) send_control(Kind::credit);
+    if (t.fin_wanted && !t.fin_tx && t.pending.empty() && send_control(Kind::fin)) t.fin_tx = true;
 }
 
-std::error_code Stream::Impl::wait_until(const std::function<bool()> &done, Deadline deadline) {
-    for (;;) {
-        progress();
-        if (done()) return {};
-        if (opt.nonblocking) {
-            stats.would_block++;
-            return std::make_error_code(std::errc::operation_would_block);
-        }
-        auto now = Clock::now();
-        if (now >= deadline) return std::make_error_code(std::errc::timed_out);
-        // Sleeping costs a wake-up of ~50 us on this kind of VM: poll the VI briefly first.
-        auto spin_end = now + std::chrono::microseconds(opt.spin_us);
-        while (opt.spin_us && Clock::now() < spin_end) {
-            progress();
-            if (done()) {
-                stats.spin_wins++;
-                return {};
-            }
-        }
-        int ms = -1;
-        if (deadline != kNever) {
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-            ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
-        }
-        // Every Done above ran to VIP_NOT_DONE, which re-arms the VI's wait fd.
-        pollfd p{vi_fd, POLLIN, 0};
-        stats.sleeps++;
-        if (poll(&p, 1, ms) < 0 && errno == EINTR)
-            return std::make_error_code(std::errc::interrupted);
-    }
+SpinBudget Stream::Impl::spin_budget() const {
+    VIP_SPIN_BUDGET b{};
+    if (!vi || !opt.spin_us ||
+        VipViSpinBudget(vi, static_cast<VIP_UINT64>(opt.spin_us) * 1000, &b) != VIP_SUCCESS)
+        return {};
+    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery)};
 }
 
 short Stream::Impl::events() const {
+    const State &t = *st;
     short e = 0;
     if (readable()) e |= POLLIN;
     if (writable()) e |= POLLOUT;
-    if (fin_rx) e |= POLLRDHUP;
-    if (broken) e |= POLLERR | POLLHUP;
-    if (fin_rx && fin_wanted) e |= POLLHUP;
+    if (t.fin_rx) e |= POLLRDHUP;
+    if (t.broken) e |= POLLERR | POLLHUP;
+    if (t.fin_rx && t.fin_wanted) e |= POLLHUP;
     return e;
+}
+
+size_t Stream::Impl::readable_bytes() const {
+    const State &t = *st;
+    if (t.poisoned) return 0;
+    size_t n = 0;
+    // What read() copies without waiting: whole messages in line, up to the first
+    // region still to be fetched.
+    for (uint32_t i = 0; i < t.rq.size(); ++i) {
+        const Msg &m = t.rq[i];
+        n += m.end - m.off;
+        if (m.rts && m.taken < m.region.length) break;
+    }
+    return n;
 }
 
 void Stream::Impl::update_ready() {
     if (ev_fd < 0) return;
-    bool ready = (events() & (fd_events | POLLERR | POLLHUP)) != 0;
-    if (ready && !ev_set) {
+    State &t = *st;
+    bool ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
+    if (ready && !t.ev_set) {
         uint64_t one = 1;
         ssize_t r = ::write(ev_fd, &one, sizeof one);
         (void)r;
-        ev_set = true;
-    } else if (!ready && ev_set) {
+        t.ev_set = true;
+    } else if (!ready && t.ev_set) {
         uint64_t v;
         ssize_t r = ::read(ev_fd, &v, sizeof v);
         (void)r;
-        ev_set = false;
+        t.ev_set = false;
     }
 }
 

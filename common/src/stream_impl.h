@@ -1,9 +1,12 @@
 // The state of one stream: its VI, registered buffers, credits and queues.
 //
-// Memory (one registered mapping): descriptors (receive, data send, control send), then
-// the receive buffers (mtu bytes each), the data send buffers (mtu) and the control send
-// buffers (64 bytes).  Receive descriptors are posted FIFO and any message may land in
-// any of them, so every receive buffer holds a whole message.
+// Memory (one mapping): the State below with its queues, then (registered) the
+// descriptors (receive, data send, control send, RDMA read), the receive buffers (mtu
+// bytes each), the data send buffers (mtu) and the control send buffers (64 bytes).
+// Receive descriptors are posted FIFO and any message may land in any of them, so every
+// receive buffer holds a whole message.  A private stream maps it MAP_PRIVATE; a
+// shareable one MAP_SHARED, registers it Shareable and creates a shareable VI, so that
+// the children it forks afterwards hold the same stream (stream_share.cc).
 //
 // Flow control: the peer may have at most `recv_data` data messages unreturned (its
 // credits, granted by a first credit message).  Control messages need no credit: a
@@ -12,27 +15,36 @@
 // kRtsMax rts-dones: kCtlSlots extra receive buffers cover them, and the peer never
 // finds no receive posted.
 //
-// Zero copy (rendezvous): a blocking write of at least zcopy_threshold bytes registers
-// the caller's memory for RDMA read and sends rts messages instead of data, each
-// offering a region of at most kRegionMax bytes, at most kRtsMax at a time; an rts
-// takes a slot and a credit and queues behind buffered data like a data message.  The
-// reader takes a region with RDMA reads: straight into the program's buffer when a
-// blocking read without deadline has room (the only copy), otherwise one piece at a
-// time into the rts's own receive buffer (the "bounce", started as soon as the rts is
-// first in line, so non-blocking readers see readiness).  Finishing a region returns
-// its credit with an rts-done; the write returns once every region it offered is done.
-// A side blocked in a write while regions are offered to it pulls them into heap memory
-// (pull_regions), so two programs writing to each other before reading do not deadlock.
+// Zero copy (rendezvous, private streams only): a blocking write of at least
+// zcopy_threshold bytes registers the caller's memory for RDMA read and sends rts
+// messages instead of data, each offering a region of at most kRegionMax bytes, at most
+// kRtsMax at a time; an rts takes a slot and a credit and queues behind buffered data
+// like a data message.  The reader takes a region with RDMA reads: straight into the
+// program's buffer when a blocking read without deadline has room (the only copy),
+// otherwise one piece at a time into the rts's own receive buffer (the "bounce", started
+// as soon as the rts is first in line, so non-blocking readers see readiness).
+// Finishing a region returns its credit with an rts-done; the write returns once every
+// region it offered is done.  A side blocked in a write while regions are offered to it
+// pulls them into heap memory (pull_regions), so two programs writing to each other
+// before reading do not deadlock.  A shareable stream offers none and asks its peer for
+// none (frame.h, kFlagNoRts): caller memory and heap pulls are one process's.
+//
+// Locking: a private stream is used by one thread at a time and takes no lock.  A
+// shareable stream's State is guarded by a process-shared robust mutex, taken by every
+// public call (Guard) and never held while sleeping; a holder that died holding it
+// breaks the stream for everyone (poisoned).
 #pragma once
 
 #include "frame.h"
 #include "nic.h"
+#include "ring.h"
+#include "vipl/spin.h"
 #include "vipl/stream.h"
 
 #include <poll.h>
+#include <pthread.h>
 
-#include <deque>
-#include <functional>
+#include <atomic>
 #include <memory>
 #include <system_error>
 #include <vector>
@@ -49,6 +61,66 @@ struct Stream::Impl {
     static constexpr uint32_t kRegionMax = 512 * 1024; // bytes per region
     static constexpr uint32_t kRdmaSlots = 16;         // RDMA read descriptors
     static constexpr size_t kDirectMin = 16 * 1024;    // room for a direct read
+    static constexpr uint32_t kSleepSlots = 8;         // threads asleep at once (shareable)
+
+    // A message taken off the VI, not yet read.
+    struct Msg {
+        uint32_t slot = 0, off = 0, end = 0; // bytes [off, end) of bytes() are unread
+        bool rts = false;                    // a region to RDMA-read: the rest is its state
+        bool done_sent = false;              // its rts-done is owed already (pulled)
+        uint32_t taken = 0; // bytes of the region read (into off..end or a program)
+        detail::Rts region{};
+    };
+    // Written bytes in a send buffer, not posted yet (no credit).
+    struct Out {
+        uint32_t slot, len;            // payload bytes (an rts: the region's)
+        const std::byte *zc = nullptr; // an rts offering the caller's bytes from here
+    };
+    // A thread asleep in a shareable stream's wait, woken through its slot's eventfd by
+    // a holder that changed the state (it may have taken the VI event the sleeper
+    // waited for).
+    struct Sleeper {
+        int32_t pid = 0, tid = 0; // 0: free
+    };
+
+    // Everything the holders of a shareable stream share, at the start of its mapping.
+    struct State {
+        pthread_mutex_t mu;    // shareable streams only (robust, process-shared)
+        bool poisoned = false; // a holder died holding mu: queues may be half-changed
+        uint64_t version = 0;  // bumped by every change a sleeping waiter may wait for
+        uint32_t asleep = 0;   // bit i: sleeper[i] is taken
+        Sleeper sleeper[kSleepSlots];
+
+        // Receive side.
+        detail::Ring<Msg> rq; // data taken off the VI, not yet read
+        uint32_t owed = 0;    // credits to return to the peer
+        bool fin_rx = false;
+        bool fin_ack_rx = false;
+        bool need_fin_ack = false;
+        bool discarding = false; // closing: data is dropped as it arrives
+        uint32_t need_rts_done = 0;
+        uint32_t rdma_posted = 0; // RDMA reads in flight
+        uint32_t bounce_len = 0;  // bytes of the bounce read in flight (0: none)
+
+        // Send side.
+        uint32_t credits = 0;               // data messages we may send
+        detail::Stack<uint32_t> free_slots; // data send buffers
+        detail::Stack<uint32_t> free_ctl;   // control send buffers
+        detail::Ring<Out> pending;          // written, not posted yet (no credit)
+        uint32_t rts_posted = 0;            // regions offered, not done
+        bool heard = false;                 // a first message came from the peer
+        bool peer_no_rts = false;           // the peer asked for no zero copy
+        bool fin_wanted = false;
+        bool fin_tx = false;
+
+        bool connected = false; // start() ran
+        bool broken = false;
+        std::error_code error; // why the connection broke
+        StreamCounters stats;
+        bool ev_set = false;      // the readiness eventfd is set
+        short fd_events = POLLIN; // which of events() make it readable
+        bool released = false;    // the last holder destroyed the VI (stream_share.cc)
+    };
 
     // Allocates and registers memory, creates the VI with `mtu` and posts every receive.
     static std::unique_ptr<Impl> create(std::shared_ptr<detail::Nic> nic,
@@ -59,27 +131,67 @@ struct Stream::Impl {
     // Called once the VI is connected: grants the peer its credits.
     void start();
 
+    // --- locking (stream_share.cc; nothing for a private stream)
+    void lock() {
+        if (shared) lock_shared();
+    }
+    void unlock() {
+        if (shared) unlock_shared();
+    }
+    struct Guard {
+        Impl &s;
+        explicit Guard(Impl &i) : s(i) { s.lock(); }
+        ~Guard() { s.unlock(); }
+        Guard(const Guard &) = delete;
+        Guard &operator=(const Guard &) = delete;
+    };
+    void lock_shared();
+    void unlock_shared();
+    // A holder died with the lock held: the stream breaks for every holder.
+    void poison();
+    // Marks a change a sleeping waiter may wait for (unlock wakes the sleepers).
+    void changed() {
+        if (shared) st->version++;
+    }
+    // Sleeps on the VI's wait fd (and, shareable, on a sleeper slot's eventfd) until
+    // something may have changed, the deadline passes or a signal arrives (lock held on
+    // entry and exit; released while asleep).  false: interrupted.
+    bool sleep(Deadline deadline);
+    // Wakes the sleepers of other threads and processes (lock held).
+    void wake_sleepers();
+
     // Takes every completion, then posts what flow control allows.  Never blocks.
     void progress();
     // Makes progress until done() holds (the predicate must also accept `broken`):
-    // polls the VI for spin_us, then sleeps on its wait fd.  Errors: would_block (at once
-    // in non-blocking mode), timed_out, interrupted.
-    std::error_code wait_until(const std::function<bool()> &done, Deadline deadline);
+    // spins as the VI's spin policy allows (spin_us is its base), then sleeps.  Errors:
+    // would_block (at once in non-blocking mode), timed_out, interrupted.  Lock held.
+    template <class Done>
+    std::error_code wait_until(Done &&done, Deadline deadline);
+    // What the VI's spin policy allows a waiter now.
+    SpinBudget spin_budget() const;
     // Sets or clears the readiness eventfd behind fd() to match the state.
     void update_ready();
-    bool readable() const { return front_ready(false) || (rq.empty() && fin_rx) || broken; }
+    bool readable() const {
+        return front_ready(false) || (st->rq.empty() && st->fin_rx) || st->broken;
+    }
     // The first message can give bytes now (or be finished); `direct`: a blocking read
     // may RDMA-read an rts region itself.
     bool front_ready(bool direct) const;
+    // Free room in send buffers: what a write could take now without waiting.
+    size_t room() const;
     // write() would accept a byte, or fail at once.
     bool writable() const {
-        return broken || fin_wanted || !free_slots.empty() ||
-               (!pending.empty() && !pending.back().zc && pending.back().len < payload);
+        return st->broken || st->fin_wanted || !st->free_slots.empty() ||
+               (!st->pending.empty() && !st->pending.back().zc && st->pending.back().len < payload);
     }
     // The state as poll() bits (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR).
     short events() const;
+    // Bytes read() would return now without waiting (FIONREAD).
+    size_t readable_bytes() const;
 
-    std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
+    // `peek`: copy without consuming.
+    std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec,
+                     bool peek = false);
     std::size_t write(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
     std::size_t write_copy(std::span<const std::byte> buf, Deadline deadline, std::error_code &ec);
     // The zero-copy write (blocking, no deadline); falls back to copying when the
@@ -98,9 +210,24 @@ struct Stream::Impl {
     // too, each waiting for the other to read (sockets buffer; so do we, then).
     bool pullable() const;
     void pull_regions();
+    void shutdown_write();
+    // Orderly close in the last holder; in a holder with others alive, only this
+    // process's copy goes (leave).  The Impl is empty afterwards.
     std::error_code close(Deadline deadline);
+    // Drops the connection for every holder at once, then this process's copy.
+    void abort() noexcept;
+    // Whether live processes other than this one hold the stream (shareable only).
+    bool shared_with_others() const;
     // Disconnects, takes every descriptor back, destroys the VI, frees the memory.
     void teardown() noexcept;
+    // --- shareable streams (stream_share.cc)
+    // The mutex, the sleeper slots' eventfds, the holders' pipe.
+    std::error_code init_shared();
+    // Another holder keeps the stream: this process's copy goes, nothing else (lock
+    // held on entry, released on return).
+    void leave() noexcept;
+    // Unmaps the memory, closes this process's descriptors, drops the NIC.
+    void release_local() noexcept;
 
     // --- internals
     void on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc);
@@ -111,24 +238,35 @@ struct Stream::Impl {
     void post_control();
     bool send_control(detail::Kind kind);
     void set_broken(std::error_code why);
+    // Posts RDMA reads of m's region from byte `off` into dst + off, at most
+    // kRdmaSlots pieces and not past len; returns where the next window starts.
+    size_t post_reads(const Msg &m, size_t off, size_t len, void *dst, VIP_MEM_HANDLE lmh);
     uint8_t *rbuf(uint32_t i) const { return rbuf_ + i * stride; }
     uint8_t *sbuf(uint32_t i) const { return sbuf_ + i * stride; }
     uint8_t *cbuf(uint32_t i) const { return cbuf_ + static_cast<size_t>(i) * kCtlBufSize; }
+    const uint8_t *bytes(const Msg &m) const {
+        return pulled.empty() || pulled[m.slot].empty() ? rbuf(m.slot) : pulled[m.slot].data();
+    }
+    uint8_t header_flags() const { return shared ? detail::kFlagNoRts : 0; }
 
     std::shared_ptr<detail::Nic> nic;
     StreamOptions opt;
-    uint32_t mtu = 0;     // header + payload, the VI's MaxTransferSize
-    uint32_t payload = 0; // mtu - header
-    uint32_t nrecv = 0;   // receive buffers: recv_data + kCtlSlots
+    std::atomic<bool> nonblocking{false}; // set_nonblocking(): threads of a shareable stream
+    bool shared = false;                  // shareable (opt.shareable)
+    uint32_t mtu = 0;                     // header + payload, the VI's MaxTransferSize
+    uint32_t payload = 0;                 // mtu - header
+    uint32_t nrecv = 0;                   // receive buffers: recv_data + kCtlSlots
     uint32_t recv_data = 0;
     uint32_t nsend = 0; // data send buffers
     uint32_t batch = 1;
     size_t stride = 0; // bytes between two message buffers (mtu rounded up to 64)
 
-    uint8_t *mem = nullptr;
+    uint8_t *mem = nullptr; // the mapping: State, queues, then the registered part
     size_t mem_size = 0;
+    size_t reg_off = 0; // where the registered part starts
     VIP_MEM_HANDLE mh = 0;
     bool registered = false;
+    State *st = nullptr;
     VIP_DESCRIPTOR *rdesc = nullptr; // nrecv
     VIP_DESCRIPTOR *sdesc = nullptr; // nsend data, kCtlSlots control, kRdmaSlots RDMA read
     uint8_t *rbuf_ = nullptr;
@@ -137,57 +275,57 @@ struct Stream::Impl {
 
     VIP_VI_HANDLE vi = nullptr;
     int vi_fd = -1;
-    int ep_fd = -1; // fd(): epoll of {vi_fd, ev_fd}
+    int ep_fd = -1; // fd() with ready_fd: epoll of {vi_fd, ev_fd}
     int ev_fd = -1; // readable while data, end of stream or an error waits in the stream
-    bool ev_set = false;
-    short fd_events = POLLIN; // which of events() make ev_fd readable
+    int kick_fd[kSleepSlots] = {-1, -1, -1, -1, -1, -1, -1, -1}; // shareable: sleeper slots
+    int gone_r = -1, gone_w = -1; // shareable: a pipe whose write end every holder keeps
+    uint64_t version_seen = 0;    // st->version when the lock was taken
+    int owner_pid = 0;            // the process that made the stream (owns its NIC)
 
-    // Receive side.
-    struct Msg {
-        uint32_t slot = 0, off = 0, end = 0; // bytes [off, end) of bytes() are unread
-        bool rts = false;                    // a region to RDMA-read: the rest is its state
-        detail::Rts region{};
-        uint32_t taken = 0;        // bytes of the region read (into off..end or a program)
-        bool done_sent = false;    // its rts-done is owed already (pulled)
-        std::vector<uint8_t> heap; // a pulled region (see pull_regions), else empty
-    };
-    // Posts RDMA reads of m's region from byte `off` into dst + off, at most
-    // kRdmaSlots pieces and not past len; returns where the next window starts.
-    size_t post_reads(const Msg &m, size_t off, size_t len, void *dst, VIP_MEM_HANDLE lmh);
-    const uint8_t *bytes(const Msg &m) const {
-        return m.heap.empty() ? rbuf(m.slot) : m.heap.data();
-    }
-    std::deque<Msg> rq; // data taken off the VI, not yet read
-    uint32_t owed = 0;  // credits to return to the peer
-    bool fin_rx = false;
-    bool fin_ack_rx = false;
-    bool need_fin_ack = false;
-    bool discarding = false; // closing: data is dropped as it arrives
-
-    // Send side.
-    uint32_t credits = 0;             // data messages we may send
-    std::vector<uint32_t> free_slots; // data send buffers
-    std::vector<uint32_t> free_ctl;   // control send buffers
-    struct Out {
-        uint32_t slot, len;            // payload bytes (an rts: the region's)
-        const std::byte *zc = nullptr; // an rts offering the caller's bytes from here
-    };
-    std::deque<Out> pending;  // written, not posted yet (no credit)
-    uint32_t rts_posted = 0;  // regions offered, not done
-    VIP_MEM_HANDLE zc_mh = 0; // the caller's memory during a zero-copy write
-    bool rdma_ok = false;     // VIs enable RDMA read (the NIC supports it)
-    uint32_t need_rts_done = 0;
-    uint32_t rdma_posted = 0;                 // RDMA reads in flight
-    uint32_t bounce_len = 0;                  // bytes of the bounce read in flight (0: none)
+    // Private streams only (zero copy).
+    VIP_MEM_HANDLE zc_mh = 0;                 // the caller's memory during a zero-copy write
+    bool rdma_ok = false;                     // VIs enable RDMA read (the NIC supports it)
     bool direct_read = false;                 // a blocking read may read regions itself: no bounce
+    std::vector<std::vector<uint8_t>> pulled; // per receive slot: a pulled region, else empty
     std::vector<std::vector<uint8_t>> leaked; // pulls a broken VI may still write into
-    bool fin_wanted = false;
-    bool fin_tx = false;
-
-    bool connected = false; // start() ran
-    bool broken = false;
-    std::error_code error; // why the connection broke
-    StreamCounters stats;
+    Address local, peer; // as libvipl reported them when the connection was made
 };
+
+template <class Done>
+std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
+    for (;;) {
+        progress();
+        if (done()) return {};
+        if (nonblocking.load(std::memory_order_relaxed)) {
+            st->stats.would_block++;
+            return std::make_error_code(std::errc::operation_would_block);
+        }
+        if (Clock::now() >= deadline) return std::make_error_code(std::errc::timed_out);
+        Spin spin;
+        if (opt.spin_us) spin.add(spin_budget());
+        if (!spin.empty()) {
+            // Sleeping costs a wake-up of tens of microseconds: poll the VI first.  Other
+            // holders take the lock between two looks.
+            unlock();
+            bool got = spin.run(
+                [&] {
+                    Guard g(*this);
+                    progress();
+                    return done();
+                },
+                deadline);
+            lock();
+            VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
+            if (got) st->stats.spin_wins++;
+            // A shareable stream's state may have moved since the look (another holder
+            // took the lock): look again, and keep the lock until this one sleeps.
+            if (shared) progress();
+            if (done()) return {};
+            if (got) continue;
+        }
+        st->stats.sleeps++;
+        if (!sleep(deadline)) return std::make_error_code(std::errc::interrupted);
+    }
+}
 
 } // namespace vipl

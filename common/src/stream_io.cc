@@ -8,36 +8,70 @@ namespace vipl {
 
 using detail::kHeaderSize;
 
-std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec) {
+namespace {
+
+std::error_code reset() {
+    return std::make_error_code(std::errc::connection_reset);
+}
+
+} // namespace
+
+std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec,
+                               bool peek) {
+    State &t = *st;
     ec.clear();
+    if (t.poisoned) {
+        ec = reset();
+        return 0;
+    }
     if (buf.empty()) {
         progress();
         update_ready();
         return 0;
     }
-    // A call that may wait as long as an RDMA read takes reads regions into buf itself.
-    const bool direct = !opt.nonblocking && deadline == kNever && rdma_ok;
-    direct_read = direct;
-    auto ready = [&] { return front_ready(direct) || (rq.empty() && fin_rx) || broken; };
+    // A call that may wait as long as an RDMA read takes reads regions into buf itself
+    // (private streams only: rdma_ok).
+    const bool direct =
+        !peek && !nonblocking.load(std::memory_order_relaxed) && deadline == kNever && rdma_ok;
+    if (!shared) direct_read = direct;
+    auto ready = [&] { return front_ready(direct) || (t.rq.empty() && t.fin_rx) || t.broken; };
+    // An rts whose bytes were all read, or a message a peek found empty.
+    auto exhausted = [&](const Msg &m) {
+        return m.off == m.end && (!m.rts || m.taken == m.region.length);
+    };
     size_t n = 0;
     std::error_code w;
     for (;;) {
         w = wait_until(ready, deadline);
-        while (n < buf.size() && !rq.empty()) {
-            Msg &m = rq.front();
+        if (t.poisoned) break;
+        if (peek) {
+            while (!t.rq.empty() && exhausted(t.rq.front())) consume_front();
+            // Whole messages in line, up to the first region still to be fetched.
+            for (uint32_t i = 0; i < t.rq.size() && n < buf.size(); ++i) {
+                const Msg &m = t.rq[i];
+                size_t k = std::min<size_t>(buf.size() - n, m.end - m.off);
+                std::memcpy(buf.data() + n, bytes(m) + m.off, k);
+                n += k;
+                if (m.rts && m.taken < m.region.length) break;
+            }
+            if (n > 0 || w || t.broken || t.rq.empty()) break;
+            continue;
+        }
+        while (n < buf.size() && !t.rq.empty()) {
+            Msg &m = t.rq.front();
             if (m.off < m.end) {
                 size_t k = std::min<size_t>(buf.size() - n, m.end - m.off);
                 std::memcpy(buf.data() + n, bytes(m) + m.off, k);
                 m.off += static_cast<uint32_t>(k);
                 n += k;
-                if (m.off == m.end && (!m.rts || m.taken == m.region.length)) consume_front();
+                if (exhausted(m)) consume_front();
                 continue;
             }
-            if (!m.rts || m.taken == m.region.length) {
+            if (exhausted(m)) {
                 consume_front();
                 continue;
             }
-            if (rdma_posted > 0 || broken) break;
+            if (t.rdma_posted > 0 || t.broken) break;
             size_t room = buf.size() - n, left = m.region.length - m.taken;
             if (direct && room >= std::min(left, kDirectMin)) {
                 size_t k = read_direct(buf.data() + n, std::min(room, left));
@@ -49,18 +83,20 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
             }
             start_bounce();
             progress(); // shm moves the piece while posting it
-            if (rq.front().off == rq.front().end) break;
+            if (t.rq.front().off == t.rq.front().end) break;
         }
         // Nothing yet but a piece of a region in flight: wait for it.
-        if (n > 0 || w || broken || rq.empty()) break;
+        if (n > 0 || w || t.broken || t.rq.empty()) break;
     }
-    direct_read = false;
-    if (n > 0)
+    if (!shared) direct_read = false;
+    if (t.poisoned)
+        ec = reset();
+    else if (n > 0 && !peek)
         post_control(); // credits go back as soon as a batch is owed
-    else if (w)
+    else if (n == 0 && w)
         ec = w;
-    else if (broken && (!fin_rx || !rq.empty()))
-        ec = error ? error : std::make_error_code(std::errc::connection_reset);
+    else if (n == 0 && t.broken && (!t.fin_rx || !t.rq.empty()))
+        ec = t.error ? t.error : reset();
     update_ready();
     return n;
 }
@@ -68,51 +104,77 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
 std::size_t Stream::Impl::write(std::span<const std::byte> buf, Deadline deadline,
                                 std::error_code &ec) {
     ec.clear();
-    if (fin_wanted) {
+    if (st->poisoned) {
+        ec = reset();
+        return 0;
+    }
+    if (st->fin_wanted) {
         ec = std::make_error_code(std::errc::broken_pipe);
         return 0;
     }
     // Zero copy only where the write may wait as long as the peer takes to read the
-    // caller's pages: no deadline, and blocking.
-    if (!opt.nonblocking && deadline == kNever && opt.zcopy_threshold > 0 &&
-        buf.size() >= opt.zcopy_threshold)
-        return write_zcopy(buf, ec);
+    // caller's pages: no deadline, and blocking; never to a peer that asked for none
+    // (a shareable stream), never from a shareable stream (opt.zcopy_threshold is 0).
+    if (!nonblocking.load(std::memory_order_relaxed) && deadline == kNever &&
+        opt.zcopy_threshold > 0 && buf.size() >= opt.zcopy_threshold) {
+        // Whether the peer takes rts is in its first message (the credit grant).
+        std::error_code w = wait_until([&] { return st->heard || st->broken; }, kNever);
+        if (w) {
+            ec = w;
+            return 0;
+        }
+        if (!st->peer_no_rts) return write_zcopy(buf, ec);
+    }
     return write_copy(buf, deadline, ec);
 }
 
 std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline deadline,
                                      std::error_code &ec) {
+    State &t = *st;
     progress();
+    // Holders of a shareable stream may write at once: a blocking write that fits the
+    // send buffers is copied in one go, once there is room for all of it, so that its
+    // bytes stay together in the stream.
+    const bool whole = shared && !nonblocking.load(std::memory_order_relaxed) &&
+                       buf.size() <= static_cast<size_t>(nsend) * payload;
     size_t n = 0;
-    auto room = [&] { return writable() || pullable(); };
+    auto can = [&] {
+        return t.broken || t.fin_wanted || (whole ? room() >= buf.size() - n : writable()) ||
+               pullable();
+    };
     for (;;) {
-        if (broken) {
-            if (n == 0) ec = fin_rx ? std::make_error_code(std::errc::broken_pipe) : error;
+        if (t.broken) {
+            if (n == 0) ec = t.fin_rx ? std::make_error_code(std::errc::broken_pipe) : t.error;
+            break;
+        }
+        if (t.fin_wanted) { // shut down meanwhile (another holder or thread)
+            if (n == 0) ec = std::make_error_code(std::errc::broken_pipe);
             break;
         }
         // Coalesce into the last buffer not yet sent, then take fresh ones.
-        while (n < buf.size()) {
-            if (!pending.empty() && !pending.back().zc && pending.back().len < payload) {
-                Out &o = pending.back();
+        bool go = !whole || room() >= buf.size() - n;
+        while (go && n < buf.size()) {
+            if (!t.pending.empty() && !t.pending.back().zc && t.pending.back().len < payload) {
+                Out &o = t.pending.back();
                 size_t k = std::min<size_t>(payload - o.len, buf.size() - n);
                 std::memcpy(sbuf(o.slot) + kHeaderSize + o.len, buf.data() + n, k);
                 o.len += static_cast<uint32_t>(k);
                 n += k;
-            } else if (!free_slots.empty()) {
-                pending.push_back({free_slots.back(), 0});
-                free_slots.pop_back();
+            } else if (!t.free_slots.empty()) {
+                t.pending.push_back({t.free_slots.back(), 0});
+                t.free_slots.pop_back();
             } else {
                 break;
             }
         }
         post_pending();
         if (n == buf.size()) break;
-        if (credits == 0) stats.credit_stalls++;
+        if (t.credits == 0) t.stats.credit_stalls++;
         if (pullable()) {
             pull_regions();
             continue;
         }
-        std::error_code w = wait_until(room, deadline);
+        std::error_code w = wait_until(can, deadline);
         if (w) {
             if (n == 0) ec = w;
             break;
@@ -122,39 +184,79 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
     return n;
 }
 
+void Stream::Impl::shutdown_write() {
+    st->fin_wanted = true;
+    changed(); // a writer of another holder waiting for room must see it
+    progress();
+    update_ready();
+}
+
 std::error_code Stream::Impl::close(Deadline deadline) {
-    if (!vi) return {};
+    if (!vi) {
+        release_local();
+        return {};
+    }
+    lock();
+    // Another holder keeps the stream: only this process's copy goes.
+    if (shared && shared_with_others()) {
+        leave();
+        return {};
+    }
+    State &t = *st;
     std::error_code result;
-    if (connected) {
-        opt.nonblocking = false;
+    if (t.poisoned) {
+        result = reset();
+    } else if (t.connected) {
+        nonblocking.store(false, std::memory_order_relaxed);
         // A piece of a region in flight lands in a receive buffer: it must finish before
         // the buffer goes back to the VI.
-        while (rdma_posted > 0 && !broken) {
-            std::error_code w = wait_until([&] { return broken || rdma_posted == 0; }, deadline);
+        while (t.rdma_posted > 0 && !t.broken) {
+            std::error_code w =
+                wait_until([&] { return t.broken || t.rdma_posted == 0; }, deadline);
             if (w && w != std::errc::interrupted) break;
         }
-        if (rdma_posted > 0) {
+        if (t.rdma_posted > 0) {
+            result = t.broken ? t.error : std::make_error_code(std::errc::timed_out);
+            unlock();
             teardown();
-            return broken ? error : std::make_error_code(std::errc::timed_out);
+            return result;
         }
         // Nobody will read any more: drop what is here and what comes, so a peer blocked
         // writing to us cannot keep us from sending our own data.
-        discarding = true;
-        while (!rq.empty()) consume_front();
-        fin_wanted = true;
+        t.discarding = true;
+        while (!t.rq.empty()) consume_front();
+        t.fin_wanted = true;
         for (;;) {
             std::error_code w =
-                wait_until([&] { return broken || (fin_tx && fin_ack_rx); }, deadline);
+                wait_until([&] { return t.broken || (t.fin_tx && t.fin_ack_rx); }, deadline);
             if (w == std::errc::interrupted) continue;
             result = w;
             break;
         }
         // A peer that finished too may disconnect before its fin-ack reaches us.
-        if (!result && !(fin_tx && fin_ack_rx) && !(broken && fin_rx))
-            result = error ? error : std::make_error_code(std::errc::connection_reset);
+        if (!result && !(t.fin_tx && t.fin_ack_rx) && !(t.broken && t.fin_rx))
+            result = t.error ? t.error : reset();
     }
+    unlock();
     teardown();
     return result;
+}
+
+void Stream::Impl::abort() noexcept {
+    if (!vi) {
+        release_local();
+        return;
+    }
+    lock();
+    // The connection ends for every holder: the peer gets connection_reset.
+    set_broken(reset());
+    VipDisconnect(vi);
+    if (shared && shared_with_others()) {
+        leave();
+        return;
+    }
+    unlock();
+    teardown();
 }
 
 } // namespace vipl

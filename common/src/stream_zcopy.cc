@@ -27,6 +27,7 @@ void fill_read(VIP_DESCRIPTOR *d, uint64_t raddr, VIP_MEM_HANDLE rmh, void *loca
 } // namespace
 
 std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error_code &ec) {
+    State &t = *st;
     VIP_MEM_ATTRIBUTES ma{};
     ma.Ptag = nic->ptag();
     ma.EnableRdmaRead = VIP_TRUE;
@@ -36,20 +37,20 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
     progress();
     size_t n = 0; // bytes offered (queued as rts)
     bool stop = false;
-    auto unposted = [&] { return !pending.empty() && pending.back().zc; };
+    auto unposted = [&] { return !t.pending.empty() && t.pending.back().zc; };
     for (;;) {
-        while (!broken && !stop && n < buf.size() && !free_slots.empty()) {
+        while (!t.broken && !stop && n < buf.size() && !t.free_slots.empty()) {
             auto k = static_cast<uint32_t>(std::min<size_t>(kRegionMax, buf.size() - n));
-            pending.push_back({free_slots.back(), k, buf.data() + n});
-            free_slots.pop_back();
+            t.pending.push_back({t.free_slots.back(), k, buf.data() + n});
+            t.free_slots.pop_back();
             n += k;
         }
         post_pending();
-        if (broken || stop || (n == buf.size() && !unposted())) break;
-        if (credits == 0) stats.credit_stalls++;
+        if (t.broken || stop || (n == buf.size() && !unposted())) break;
+        if (t.credits == 0) t.stats.credit_stalls++;
         // progress() inside the wait posts what credits and kRtsMax allow.
         auto moved = [&] {
-            return broken || pullable() || (n < buf.size() ? !free_slots.empty() : !unposted());
+            return t.broken || pullable() || (n < buf.size() ? !t.free_slots.empty() : !unposted());
         };
         if (pullable())
             pull_regions();
@@ -58,23 +59,23 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
     }
     // Regions not offered yet are taken back: they are the tail of the queue.
     while (unposted()) {
-        n -= pending.back().len;
-        free_slots.push_back(pending.back().slot);
-        pending.pop_back();
+        n -= t.pending.back().len;
+        t.free_slots.push_back(t.pending.back().slot);
+        t.pending.pop_back();
     }
     // The reader takes the offered regions from our pages: wait, whatever signals come.
-    while (rts_posted > 0 && !broken) {
+    while (t.rts_posted > 0 && !t.broken) {
         if (pullable()) pull_regions();
         std::error_code w =
-            wait_until([&] { return broken || rts_posted == 0 || pullable(); }, kNever);
+            wait_until([&] { return t.broken || t.rts_posted == 0 || pullable(); }, kNever);
         (void)w;
     }
     // Broken: the reader's RDMA reads of the region fail from now on (deregistered).
     VipDeregisterMem(nic->handle(), base, zc_mh);
-    rts_posted = 0;
+    t.rts_posted = 0;
     // Like the copying path: bytes taken are counted, the error comes with the next call.
-    if (n == 0 && broken)
-        ec = fin_rx ? std::make_error_code(std::errc::broken_pipe) : error;
+    if (n == 0 && t.broken)
+        ec = t.fin_rx ? std::make_error_code(std::errc::broken_pipe) : t.error;
     else if (n == 0 && stop)
         ec = std::make_error_code(std::errc::interrupted);
     update_ready();
@@ -82,7 +83,8 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
 }
 
 std::size_t Stream::Impl::read_direct(std::byte *dst, std::size_t len) {
-    Msg &m = rq.front(); // stays valid: a deque keeps its elements where they are
+    State &t = *st;
+    Msg &m = t.rq.front(); // stays valid: the ring keeps its items where they are
     VIP_MEM_ATTRIBUTES ma{};
     ma.Ptag = nic->ptag();
     VIP_MEM_HANDLE lmh;
@@ -91,21 +93,22 @@ std::size_t Stream::Impl::read_direct(std::byte *dst, std::size_t len) {
         return 0;
     }
     size_t done = 0;
-    while (done < len && !broken) {
+    while (done < len && !t.broken) {
         size_t off = post_reads(m, done, len, dst, lmh);
         drain_rdma();
-        if (!broken) done = off;
+        if (!t.broken) done = off;
     }
     // After drain_rdma no descriptor points into dst (else the region stays registered).
-    if (rdma_posted == 0) VipDeregisterMem(nic->handle(), dst, lmh);
-    if (broken) return 0;
+    if (t.rdma_posted == 0) VipDeregisterMem(nic->handle(), dst, lmh);
+    if (t.broken) return 0;
     m.taken += static_cast<uint32_t>(done);
-    stats.bytes_in += done;
+    t.stats.bytes_in += done;
     return done;
 }
 
 size_t Stream::Impl::post_reads(const Msg &m, size_t off, size_t len, void *dst,
                                 VIP_MEM_HANDLE lmh) {
+    State &t = *st;
     for (uint32_t k = 0; k < kRdmaSlots && off < len; ++k) {
         auto piece = static_cast<uint32_t>(std::min<size_t>(payload, len - off));
         VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
@@ -115,16 +118,17 @@ size_t Stream::Impl::post_reads(const Msg &m, size_t off, size_t len, void *dst,
             set_broken(std::make_error_code(std::errc::connection_reset));
             break;
         }
-        rdma_posted++;
+        t.rdma_posted++;
         off += piece;
     }
     return off;
 }
 
 bool Stream::Impl::pullable() const {
-    if (opt.nonblocking || broken) return false;
-    for (const Msg &m : rq)
-        if (m.rts && m.taken < m.region.length) return true;
+    const State &t = *st;
+    if (nonblocking.load(std::memory_order_relaxed) || t.broken) return false;
+    for (uint32_t i = 0; i < t.rq.size(); ++i)
+        if (t.rq[i].rts && t.rq[i].taken < t.rq[i].region.length) return true;
     return false;
 }
 
@@ -136,8 +140,11 @@ void Stream::Impl::pull_regions() {
         ~NoBounce() { flag = saved; }
     } guard{direct_read, direct_read};
     direct_read = true;
-    for (Msg &m : rq) {
-        if (broken) return;
+    State &t = *st;
+    if (pulled.empty()) pulled.resize(nrecv);
+    for (uint32_t i = 0; i < t.rq.size(); ++i) {
+        Msg &m = t.rq[i];
+        if (t.broken) return;
         if (!m.rts || m.taken == m.region.length) continue;
         size_t have = m.end - m.off, rest = m.region.length - m.taken;
         std::vector<uint8_t> h(have + rest);
@@ -150,29 +157,30 @@ void Stream::Impl::pull_regions() {
             return;
         }
         size_t off = 0;
-        while (off < rest && !broken) {
+        while (off < rest && !t.broken) {
             off = post_reads(m, off, rest, h.data() + have, lmh);
             drain_rdma();
         }
-        if (rdma_posted == 0) VipDeregisterMem(nic->handle(), h.data(), lmh);
-        if (broken) {
+        if (t.rdma_posted == 0) VipDeregisterMem(nic->handle(), h.data(), lmh);
+        if (t.broken) {
             // A descriptor may still point into h: it lives as long as the stream.
-            if (rdma_posted > 0) leaked.push_back(std::move(h));
+            if (t.rdma_posted > 0) leaked.push_back(std::move(h));
             return;
         }
-        stats.bytes_in += rest;
-        m.heap = std::move(h);
+        t.stats.bytes_in += rest;
         m.off = 0;
-        m.end = static_cast<uint32_t>(m.heap.size());
+        m.end = static_cast<uint32_t>(h.size());
+        pulled[m.slot] = std::move(h);
         m.taken = m.region.length;
         m.done_sent = true;
-        need_rts_done++;
+        t.need_rts_done++;
     }
     post_control();
 }
 
 void Stream::Impl::start_bounce() {
-    Msg &m = rq.front();
+    State &t = *st;
+    Msg &m = t.rq.front();
     auto piece = static_cast<uint32_t>(std::min<uint32_t>(payload, m.region.length - m.taken));
     VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots];
     fill_read(d, m.region.addr + m.taken, m.region.handle, rbuf(m.slot) + kHeaderSize, piece, mh);
@@ -180,24 +188,25 @@ void Stream::Impl::start_bounce() {
         set_broken(std::make_error_code(std::errc::connection_reset));
         return;
     }
-    rdma_posted = 1;
-    bounce_len = piece;
+    t.rdma_posted = 1;
+    t.bounce_len = piece;
 }
 
 void Stream::Impl::drain_rdma() {
-    bool nb = opt.nonblocking;
-    opt.nonblocking = false;
-    while (rdma_posted > 0 && !broken) {
-        std::error_code w = wait_until([&] { return broken || rdma_posted == 0; }, kNever);
+    State &t = *st;
+    bool nb = nonblocking.load(std::memory_order_relaxed);
+    nonblocking.store(false, std::memory_order_relaxed);
+    while (t.rdma_posted > 0 && !t.broken) {
+        std::error_code w = wait_until([&] { return t.broken || t.rdma_posted == 0; }, kNever);
         (void)w;
     }
-    opt.nonblocking = nb;
-    if (rdma_posted > 0) {
+    nonblocking.store(nb, std::memory_order_relaxed);
+    if (t.rdma_posted > 0) {
         // A disconnect completes (flushes) every posted descriptor.
         VipDisconnect(vi);
-        for (int i = 0; i < 2000 && rdma_posted > 0; ++i) {
+        for (int i = 0; i < 2000 && t.rdma_posted > 0; ++i) {
             progress();
-            if (rdma_posted > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            if (t.rdma_posted > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
 }

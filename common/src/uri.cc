@@ -70,32 +70,54 @@ Uri Uri::parse(std::string_view text, std::error_code &ec, std::string *why) {
 
     std::string_view rest = text.substr(sep + 3);
     if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+    // "host/service": no host holds a '/', so the first one ends it.
+    std::string_view service;
+    bool has_service = false;
+    if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
+        service = rest.substr(slash + 1);
+        rest = rest.substr(0, slash);
+        has_service = true;
+    }
     std::string_view port;
+    bool has_port = false;
     if (!rest.empty() && rest.front() == '[') {
         size_t close = rest.find(']');
         if (close == std::string_view::npos) return fail(text, "missing ']'", ec, why);
         u.host = std::string(rest.substr(1, close - 1));
         if (!is_ipv6(u.host)) return fail(text, "not an IPv6 address inside []", ec, why);
         rest = rest.substr(close + 1);
-        if (rest.empty() || rest.front() != ':') return fail(text, "missing port", ec, why);
-        port = rest.substr(1);
+        if (!rest.empty()) {
+            if (rest.front() != ':') return fail(text, "missing port", ec, why);
+            port = rest.substr(1);
+            has_port = true;
+        }
     } else {
         size_t colon = rest.rfind(':');
-        if (colon == std::string_view::npos) return fail(text, "missing port", ec, why);
         u.host = std::string(rest.substr(0, colon));
-        port = rest.substr(colon + 1);
+        if (colon != std::string_view::npos) {
+            port = rest.substr(colon + 1);
+            has_port = true;
+        }
         if (u.host.find(':') != std::string::npos)
             return fail(text, "IPv6 addresses must be bracketed ([::1]:port)", ec, why);
         if (u.host.empty()) return fail(text, "missing host", ec, why);
         if (u.host != "*" && !valid_name(u.host)) return fail(text, "invalid host", ec, why);
     }
-    if (port.empty()) return fail(text, "missing port", ec, why);
-    if (port.size() > 5 ||
-        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        return fail(text, "port must be a decimal number 1..65535 and end the URI", ec, why);
-    unsigned long p = std::stoul(std::string(port));
-    if (p == 0 || p > 65535) return fail(text, "port out of range 1..65535", ec, why);
-    u.port = static_cast<uint16_t>(p);
+    if (has_service) {
+        if (has_port) return fail(text, "a port or a service name, not both", ec, why);
+        if (!valid_service(service))
+            return fail(text, "a service name is 3 to 32 letters, digits, '.', '-' or '_'", ec,
+                        why);
+        u.service = std::string(service);
+    } else {
+        if (!has_port || port.empty()) return fail(text, "missing port", ec, why);
+        if (port.size() > 5 ||
+            !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            return fail(text, "port must be a decimal number 0..65535 and end the URI", ec, why);
+        unsigned long p = std::stoul(std::string(port));
+        if (p > 65535) return fail(text, "port out of range 0..65535", ec, why);
+        u.port = static_cast<uint16_t>(p);
+    }
     if (u.transport == Transport::shm && !is_wildcard(u.host) && !is_this_host(u.host))
         return fail(text, "vipl+shm needs a host naming this host", ec, why);
     return u;
@@ -109,7 +131,20 @@ std::string Uri::to_string() const {
         s += "[" + host + "]";
     else
         s += host;
-    return s + ":" + std::to_string(port);
+    return service.empty() ? s + ":" + std::to_string(port) : s + "/" + service;
+}
+
+std::vector<uint8_t> Uri::discriminator() const {
+    if (!service.empty()) return std::vector<uint8_t>(service.begin(), service.end());
+    return {static_cast<uint8_t>(port >> 8), static_cast<uint8_t>(port & 0xff)};
+}
+
+bool valid_service(std::string_view name) {
+    return name.size() >= 3 && name.size() <= 32 &&
+           std::all_of(name.begin(), name.end(), [](char c) {
+               return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
+                      c == '_';
+           });
 }
 
 Transport Uri::resolved() const {

@@ -1,9 +1,13 @@
 #include "helpers.h"
 
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fstream>
 
 #include <atomic>
 #include <chrono>
@@ -17,16 +21,12 @@ const std::vector<std::string> &providers() {
 }
 
 vipl::Listener bind_free(const std::string &base, const vipl::StreamOptions &o) {
-    // Ports from a per-process range, so concurrent test runs rarely meet.
-    static std::atomic<unsigned> next{0};
-    for (int tries = 0; tries < 200; ++tries) {
-        unsigned port = 20000 + (getpid() * 131u + next++ * 7u) % 40000u;
-        std::error_code ec;
-        auto l = vipl::Listener::bind(base + ":" + std::to_string(port), ec, o);
-        if (!ec) return l;
-    }
-    FAIL("no free port");
-    return {};
+    std::error_code ec;
+    auto l = vipl::Listener::bind(base + ":0", ec, o); // the listener picks a free port
+    INFO(base << ": " << ec.message());
+    REQUIRE(!ec);
+    REQUIRE(l.uri().port != 0);
+    return l;
 }
 
 Pair connect_pair(const std::string &base, const vipl::StreamOptions &o) {
@@ -114,6 +114,65 @@ bool write_all(vipl::Stream &s, const std::byte *p, size_t n) {
         if (ec && ec != std::errc::interrupted) return false;
     }
     return true;
+}
+
+int run_fresh(const std::string &name, const std::vector<std::string> &env, int timeout_s) {
+    int pid = fork();
+    if (pid == 0) {
+        for (const std::string &e : env) putenv(const_cast<char *>(e.c_str()));
+        execl("/proc/self/exe", "vipl-common-tests", name.c_str(), static_cast<char *>(nullptr));
+        _exit(127);
+    }
+    return wait_child(pid, timeout_s);
+}
+
+bool read_exact(vipl::Stream &s, std::byte *p, size_t n, std::chrono::milliseconds each) {
+    size_t done = 0;
+    while (done < n) {
+        std::error_code ec;
+        size_t k = s.read({p + done, n - done}, vipl::deadline_in(each), ec);
+        if (ec == std::errc::interrupted) continue;
+        if (ec || k == 0) return false;
+        done += k;
+    }
+    return true;
+}
+
+void *map(size_t bytes) {
+    void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    return p;
+}
+
+void unmap(void *p, size_t bytes) {
+    munmap(p, bytes);
+}
+
+int count_fds() {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (dirent *e = readdir(d))
+        if (e->d_name[0] != '.') ++n;
+    closedir(d);
+    return n - 1; // the directory's own descriptor
+}
+
+int count_maps() {
+    std::ifstream f("/proc/self/maps");
+    std::string line;
+    int n = 0;
+    while (std::getline(f, line)) ++n;
+    return n;
+}
+
+bool wait_for(const std::function<bool()> &pred, int timeout_ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < end) {
+        if (pred()) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return pred();
 }
 
 } // namespace ct

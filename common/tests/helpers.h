@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,7 @@ namespace ct {
 const std::vector<std::string> &providers();
 #define CT_PROVIDER() GENERATE(from_range(::ct::providers()))
 
-// Binds a listener on `base` (scheme://host) at a port free for this process.
+// Binds a listener on `base` (scheme://host) at a free port (port 0: the listener picks).
 vipl::Listener bind_free(const std::string &base, const vipl::StreamOptions &o = {});
 
 // Two connected streams in this process (the accept runs on a thread).  Destroying the
@@ -54,5 +55,35 @@ int64_t check(const std::byte *p, size_t n, uint64_t offset, uint32_t seed);
 
 // Writes all of buf (blocking); false on error.
 bool write_all(vipl::Stream &s, const std::byte *p, size_t n);
+// Reads exactly n bytes (blocking, each read bounded by `each`); false on error or end.
+bool read_exact(vipl::Stream &s, std::byte *p, size_t n,
+                std::chrono::milliseconds each = std::chrono::seconds(10));
+
+// Anonymous MAP_SHARED memory, zeroed.
+void *map(size_t bytes);
+void unmap(void *p, size_t bytes);
+
+// One T in memory shared with the children forked afterwards (MAP_SHARED, zeroed, T
+// constructed in place); unmapped when it goes out of scope.
+template <class T>
+struct Shared {
+    T *p;
+    Shared() : p(new (map(sizeof(T))) T()) {}
+    ~Shared() { unmap(p, sizeof(T)); }
+    Shared(const Shared &) = delete;
+    Shared &operator=(const Shared &) = delete;
+    T *operator->() { return p; }
+    T &operator*() { return *p; }
+};
+
+// Runs the test case `name` of this program in a fresh process (exec) with `env` added
+// ("NAME=value"): for settings libvipl reads once per process.  Its exit code.
+int run_fresh(const std::string &name, const std::vector<std::string> &env, int timeout_s = 60);
+
+// Open descriptors (/proc/self/fd) and mappings (/proc/self/maps) of this process.
+int count_fds();
+int count_maps();
+// Waits until pred() holds, checking every millisecond, at most timeout_ms; returns pred().
+bool wait_for(const std::function<bool()> &pred, int timeout_ms);
 
 } // namespace ct

@@ -43,8 +43,9 @@ TEST_CASE("config: the table declares every key once with the defaults of Stream
             CHECK(std::strcmp(k.type, "string") == 0);
         }
     }
-    for (const char *n : {"STREAM_SPIN_US", "STREAM_BUFFER_SIZE", "STREAM_RECV_BUFFERS",
-                          "STREAM_SEND_BUFFERS", "STREAM_ZCOPY_THRESHOLD", "STREAM_LINGER_MS"})
+    for (const char *n :
+         {"STREAM_SPIN_US", "STREAM_BUFFER_SIZE", "STREAM_RECV_BUFFERS", "STREAM_SEND_BUFFERS",
+          "STREAM_ZCOPY_THRESHOLD", "STREAM_LINGER_MS", "STREAM_SHAREABLE", "STREAM_READY_FD"})
         CHECK(names.count(n) == 1);
 }
 
@@ -57,6 +58,12 @@ TEST_CASE("config: set_stream_option takes valid values and refuses bad ones wit
     CHECK(o.recv_buffers == 32);
     CHECK(!vipl::set_stream_option(o, "STREAM_LINGER_MS", "250", &why));
     CHECK(o.linger == 250ms);
+    CHECK(!vipl::set_stream_option(o, "STREAM_SHAREABLE", "1", &why));
+    CHECK(o.shareable);
+    CHECK(!vipl::set_stream_option(o, "STREAM_READY_FD", "0", &why));
+    CHECK(!o.ready_fd);
+    CHECK(vipl::set_stream_option(o, "STREAM_READY_FD", "2", &why) == std::errc::invalid_argument);
+    CHECK(!o.ready_fd);
     CHECK(!vipl::set_stream_option(o, "STREAM_DEVICE", "tcp:127.0.0.1", &why));
     CHECK(o.device == "tcp:127.0.0.1");
 

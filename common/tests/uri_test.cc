@@ -77,7 +77,6 @@ TEST_CASE("uri: malformed URIs are invalid_argument with a reason") {
         "vipl://localhost",
         "vipl://localhost:",
         "vipl://:80",
-        "vipl://localhost:0",
         "vipl://localhost:65536",
         "vipl://localhost:12x",
         "vipl://localhost:80/path",
@@ -86,6 +85,14 @@ TEST_CASE("uri: malformed URIs are invalid_argument with a reason") {
         "vipl://[nothost]:80",
         "vipl://bad host:80",
         "vipl+shm://192.0.2.77:80",
+        "vipl://localhost:80/svc",
+        "vipl://localhost/ab",
+        "vipl://localhost/abcdefghijklmnopqrstuvwxyz0123456",
+        "vipl://localhost/a b c",
+        "vipl://localhost/svc/x",
+        "vipl://localhost/sv:c",
+        "vipl://[::1]:80/svc",
+        "vipl:///svc",
     };
     for (const char *text : bad) {
         std::error_code ec;
@@ -96,4 +103,48 @@ TEST_CASE("uri: malformed URIs are invalid_argument with a reason") {
         CHECK(why.find("vipl URI") == 0);
         CHECK(u.port == 0);
     }
+}
+
+TEST_CASE("uri: port 0 parses (a listener picks a port) and names no rendezvous") {
+    std::error_code ec;
+    Uri u = Uri::parse("vipl://localhost:0", ec);
+    REQUIRE(!ec);
+    CHECK(u.port == 0);
+    CHECK_FALSE(u.has_discriminator());
+    CHECK(Uri::parse("vipl://localhost:1", ec).has_discriminator());
+}
+
+TEST_CASE("uri: a service name replaces the port and is the discriminator") {
+    std::error_code ec;
+    Uri u = Uri::parse("vipl+shm://localhost/pg-5432.77_a", ec);
+    REQUIRE(!ec);
+    CHECK(u.transport == Transport::shm);
+    CHECK(u.host == "localhost");
+    CHECK(u.port == 0);
+    CHECK(u.service == "pg-5432.77_a");
+    CHECK(u.has_discriminator());
+    auto d = u.discriminator();
+    CHECK(std::string(d.begin(), d.end()) == "pg-5432.77_a");
+    CHECK(u.to_string() == "vipl+shm://localhost/pg-5432.77_a");
+    CHECK(Uri::parse(u.to_string(), ec) == u);
+
+    u = Uri::parse("VIPL+TCP://[::1]/abc/", ec);
+    REQUIRE(!ec);
+    CHECK(u.host == "::1");
+    CHECK(u.service == "abc");
+    CHECK(u.to_string() == "vipl+tcp://[::1]/abc");
+    CHECK(Uri::parse("vipl://h.example/" + std::string(32, 'x'), ec).service.size() == 32);
+    CHECK(!ec);
+
+    // A service set in the structure wins over a port there too.
+    Uri both;
+    both.host = "localhost";
+    both.port = 5432;
+    both.service = "svc";
+    auto b = both.discriminator();
+    CHECK(std::string(b.begin(), b.end()) == "svc");
+    CHECK(both.to_string() == "vipl://localhost/svc");
+    CHECK(vipl::valid_service("abc"));
+    CHECK_FALSE(vipl::valid_service("ab"));
+    CHECK_FALSE(vipl::valid_service("a/c"));
 }

@@ -85,18 +85,33 @@ void child_after_fork() {
     // as a process of its own: it is not in a handler of its own.
     t.handlers = 0;
     t.depth = 0;
-    stat_after_fork_child();
 }
 
-void reopen_stats(int fd, File *f, void *) {
+struct Reopen {
+    Sock *sock;
+    int fd;
+    bool server;
+    uint8_t transport;
+};
+
+void note_stats(int fd, File *f, void *arg) {
     Sock *s = as_sock(f);
     if (!s) return;
     sock_after_fork_child(s);
-    if (s->stat) {
-        bool server = s->stat->server != 0;
-        uint8_t transport = s->stat->transport;
-        s->stat = stat_open(fd, server, fd);
-        if (s->stat) s->stat->transport = transport;
+    if (!s->stat) return;
+    static_cast<std::vector<Reopen> *>(arg)->push_back(
+        {s, fd, s->stat->server != 0, s->stat->transport});
+    s->stat = nullptr;
+}
+
+// The child's connections go into a table of its own (the parent's stays the parent's).
+void reopen_stats() {
+    std::vector<Reopen> v;
+    fd_for_each(note_stats, &v);
+    stat_after_fork_child();
+    for (Reopen &r : v) {
+        r.sock->stat = stat_open(r.fd, r.server, r.fd);
+        if (r.sock->stat) r.sock->stat->transport = r.transport;
     }
 }
 
@@ -107,7 +122,10 @@ extern "C" {
 __attribute__((visibility("default"))) pid_t fork(void) {
     if (passthrough() || !config().enable) {
         pid_t p = real().fork();
-        if (p == 0) child_after_fork();
+        if (p == 0) {
+            child_after_fork();
+            reopen_stats();
+        }
         return p;
     }
     std::vector<Held> held;
@@ -139,7 +157,7 @@ __attribute__((visibility("default"))) pid_t fork(void) {
     for (Held &h : held) h.sock->mu.unlock();
     if (pid == 0) {
         child_after_fork();
-        fd_for_each(reopen_stats, nullptr);
+        reopen_stats();
     }
     for (Held &h : held) file_release(h.sock);
     errno = saved;

@@ -5,6 +5,8 @@
 #include "sock.h"
 #include "thread_state.h"
 
+#include "vipl/spin.h"
+
 #include <fcntl.h>
 #include <poll.h>
 
@@ -102,14 +104,7 @@ struct Snap {
 };
 
 thread_local std::vector<Snap> t_snap;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
+thread_local std::vector<bool> t_hit;
 
 } // namespace
 
@@ -346,40 +341,37 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
             }
         }
         int n = 0;
-        std::chrono::nanoseconds budget{};
-        for (Snap &sn : snap) {
-            Under u;
-            short r = n < max ? sock_poll(sn.sock, sn.fd, sn.want, 0, &u) : 0;
-            if (r) {
+        vipl::Spin spin;
+        std::vector<bool> &hit = t_hit;
+        hit.assign(snap.size(), false);
+        // What a stream holds already makes no new event on its descriptor: look first,
+        // then spin while libvipl's policy says it pays.
+        auto look = [&] {
+            for (size_t i = 0; i < snap.size() && n < max; ++i) {
+                if (hit[i]) continue;
+                Snap &sn = snap[i];
+                Under u;
+                short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u);
+                if (!r) continue;
+                hit[i] = true;
                 out[n].events = static_cast<uint16_t>(r);
                 out[n].data = sn.data;
                 ++n;
                 if (sn.oneshot) {
                     std::lock_guard<std::mutex> g(g_lock);
-                    if (set->by_fd.count(sn.fd) && set->by_fd[sn.fd] == sn.m) sn.m->disabled = true;
+                    auto it = set->by_fd.find(sn.fd);
+                    if (it != set->by_fd.end() && it->second == sn.m) sn.m->disabled = true;
                 }
             }
-            budget = std::max(budget, sock_spin_budget(sn.sock));
-        }
-        // Spin while that pays: the streams answer within microseconds on another core.
-        if (n == 0 && budget.count() > 0 && Clock::now() < dl) {
-            Deadline end = std::min(dl, Clock::now() + budget);
-            bool won = false;
-            for (unsigned i = 0; !won; ++i) {
-                for (Snap &sn : snap) {
-                    Under u;
-                    short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u);
-                    if (r && n < max) {
-                        out[n].events = static_cast<uint16_t>(r);
-                        out[n].data = sn.data;
-                        ++n;
-                        won = true;
-                    }
-                }
-                if (won || ((i & 15) == 15 && Clock::now() >= end)) break;
-                cpu_relax();
+            return n > 0;
+        };
+        if (!look() && !snap.empty() && Clock::now() < dl) {
+            for (Snap &sn : snap) spin.add(sock_spin_budget(sn.sock));
+            bool got = spin.run(look, dl);
+            for (size_t i = 0; i < snap.size(); ++i) {
+                SpinOf of{snap[i].sock};
+                spin.report(of, got, hit[i]);
             }
-            for (Snap &sn : snap) sock_spin_outcome(sn.sock, won);
         }
         for (Snap &sn : snap) file_release(sn.sock);
         snap.clear();

@@ -5,6 +5,8 @@
 #include "sock.h"
 #include "thread_state.h"
 
+#include "vipl/spin.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <vector>
@@ -21,14 +23,6 @@ struct Entry {
 
 thread_local std::vector<Entry> t_tracked;
 thread_local std::vector<pollfd> t_under;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
-}
 
 // An interposed socket whose readiness is not simply the kernel's.
 Sock *tracked_sock(int fd) {
@@ -99,31 +93,34 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
     for (;;) {
         under.assign(fds, fds + n);
         int ready = 0;
-        std::chrono::nanoseconds budget{};
+        bool streams = false;
         for (Entry &e : tracked) {
             pollfd &p = fds[e.i];
             short r = sock_poll(e.sock, p.fd, p.events, 0, &e.under);
             p.revents = r;
             if (r) ++ready;
             under[e.i] = {e.under.fd, e.under.events, 0};
-            if (e.under.stream) budget = std::max(budget, sock_spin_budget(e.sock));
+            streams |= e.under.stream;
         }
-        if (!ready && budget.count() > 0 && Clock::now() < dl) {
-            Deadline end = std::min(dl, Clock::now() + budget);
-            for (unsigned k = 0; !ready; ++k) {
-                for (Entry &e : tracked) {
-                    if (!e.under.stream) continue;
-                    pollfd &p = fds[e.i];
-                    Under u;
-                    short r = sock_poll(e.sock, p.fd, p.events, 0, &u);
-                    p.revents = r;
-                    if (r) ++ready;
-                }
-                if (ready || ((k & 15) == 15 && Clock::now() >= end)) break;
-                cpu_relax();
-            }
+        if (!ready && streams && Clock::now() < dl) {
+            vipl::Spin spin;
             for (Entry &e : tracked)
-                if (e.under.stream) sock_spin_outcome(e.sock, ready > 0);
+                if (e.under.stream) spin.add(sock_spin_budget(e.sock));
+            auto look = [&] {
+                for (Entry &e : tracked) {
+                    pollfd &p = fds[e.i];
+                    if (!e.under.stream || p.revents) continue;
+                    Under u;
+                    p.revents = sock_poll(e.sock, p.fd, p.events, 0, &u);
+                    if (p.revents) ++ready;
+                }
+                return ready > 0;
+            };
+            bool got = spin.run(look, dl);
+            for (Entry &e : tracked) {
+                SpinOf of{e.sock};
+                if (e.under.stream) spin.report(of, got, fds[e.i].revents != 0);
+            }
         }
         int k = kernel_ppoll(under.data(), n, ready ? Clock::now() : dl, ready ? nullptr : mask);
         if (k < 0) return ready ? ready : -1;

@@ -199,7 +199,7 @@ Under sock_under(Sock *s, int fd, short want) noexcept {
     }
 }
 
-std::chrono::nanoseconds sock_spin_budget(Sock *s) noexcept {
+vipl::SpinBudget sock_spin_budget(Sock *s) noexcept {
     if (s->state.load(std::memory_order_acquire) != SockState::vipl) return {};
     return s->stream.spin_budget();
 }

@@ -30,6 +30,7 @@
 #include "files.h"
 #include "hello.h"
 
+#include "vipl/spin.h"
 #include "vipl/stream.h"
 
 #include <poll.h>
@@ -125,9 +126,15 @@ struct Under {
 short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under) noexcept;
 // What to sleep on in the socket's present state, without looking at it (no lock taken).
 Under sock_under(Sock *s, int fd, short want) noexcept;
-// Whether a waiter on this socket may spin (it rides a stream) and for how long.
-std::chrono::nanoseconds sock_spin_budget(Sock *s) noexcept;
+// What libvipl's spin policy allows a waiter on this socket now (none unless it rides a
+// stream), and how the spin ended for it (vipl/spin.h).
+vipl::SpinBudget sock_spin_budget(Sock *s) noexcept;
 void sock_spin_outcome(Sock *s, bool won) noexcept;
+// For vipl::Spin::report.
+struct SpinOf {
+    Sock *s;
+    void spin_outcome(bool won) const { sock_spin_outcome(s, won); }
+};
 
 // --- process events
 std::mutex &sock_pool_lock();

@@ -9,6 +9,9 @@
 
 #include <vipl.h>
 
+#include <sys/socket.h> /* struct sockaddr_storage (VIP_VI_ENDPOINTS) */
+#include <sys/types.h>  /* pid_t, uid_t, gid_t */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -132,6 +135,79 @@ VIP_RETURN VipGetViWaitFd(IN VIP_VI_HANDLE ViHandle, OUT int *Fd);
  */
 VIP_RETURN VipGetCQWaitFd(IN VIP_CQ_HANDLE CQHandle, OUT int *Fd);
 
+/*
+ * The same for connection requests: a descriptor that poll/select/epoll
+ * report readable while a request for LocalAddr's discriminator is pending,
+ * that is when VipConnectWait(NicHandle, LocalAddr, 0, ...) would return one.
+ * A server loop waits for it with its other descriptors and then calls
+ * VipConnectWait with Timeout 0; no thread is needed, and the library starts
+ * none for it.
+ *
+ * The call starts serving the discriminator as VipConnectWait does: requests
+ * made from then on are queued.  Repeated calls for one discriminator return
+ * the same descriptor.  A spurious wake-up is possible (a connection whose
+ * request is still on its way or came in part, a request that turns out
+ * malformed or abandoned, on tcp one meant for another discriminator that
+ * shares the port), a missed one is not: a VipConnectWait with Timeout 0 that
+ * returns VIP_TIMEOUT re-arms the descriptor, which stays quiet until
+ * something new arrives (the rest of a request, a new one).
+ *
+ * The descriptor belongs to the NIC: do not close or read it; it is valid
+ * until VipCloseNic.
+ * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER (bad handle, Fd NULL, an address
+ * that is not this NIC's or a discriminator too long), VIP_ERROR_RESOURCE (no
+ * descriptor left, or the discriminator is served by another process or NIC,
+ * as VipConnectWait), VIP_ERROR_NOT_SUPPORTED (a provider without it).
+ * Child: closed in a fork child (the NIC is the parent's); the child may open
+ * its own NIC once the parent gives the discriminator up.
+ * Signal handler: the fd may be polled from one; the call may not be made.
+ * Threads: any; several threads may poll the fd, one VipConnectWait takes
+ * each request.
+ */
+VIP_RETURN VipGetConnWaitFd(IN VIP_NIC_HANDLE NicHandle, IN VIP_NET_ADDRESS *LocalAddr,
+                            OUT int *Fd);
+
+/* ------------------------------------------------------ connection ends */
+
+/* VIP_VI_ENDPOINTS.Kind: which fields of the structure hold. */
+#define VIP_ENDPOINTS_SOCKET 1 /* LocalSocket, RemoteSocket (tcp) */
+#define VIP_ENDPOINTS_LOCAL 2  /* PeerPid, PeerUid, PeerGid: a process of this host (shm) */
+
+/*
+ * The two ends of a VI's connection as the kernel knows them, never as the
+ * peer described itself in its connection request.
+ */
+typedef struct {
+    VIP_UINT32 Kind; /* VIP_ENDPOINTS_SOCKET or VIP_ENDPOINTS_LOCAL */
+    /* SOCKET: getsockname() and getpeername() of the VI's TCP connection. */
+    struct sockaddr_storage LocalSocket;
+    struct sockaddr_storage RemoteSocket;
+    /* LOCAL: the peer process's credentials when the connection was made
+     * (SO_PEERCRED): for the requesting side the process that served the
+     * discriminator, for the accepting side the one that asked.  The peer of
+     * a shareable VI may have forked holders since; they are not listed.
+     * -1 for SOCKET. */
+    pid_t PeerPid;
+    uid_t PeerUid;
+    gid_t PeerGid;
+    /* This NIC's host address (as in VIP_NET_ADDRESS); for LOCAL the peer's
+     * host too. */
+    VIP_UINT16 HostAddressLen;
+    VIP_UINT8 HostAddress[32];
+} VIP_VI_ENDPOINTS;
+
+/*
+ * Fills *Endpoints for a VI that holds a connection (Connected, or in the
+ * Error state before it is disconnected, while the provider still has the
+ * connection).
+ * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER (bad handle, Endpoints NULL),
+ * VIP_INVALID_STATE (no connection: Idle, Pending, or torn down),
+ * VIP_ERROR_NOT_SUPPORTED (a provider without it).
+ * Child: as every VI call (a shareable VI's holders may ask; the answer is
+ * the same in each).  Signal handler: not allowed.  Threads: any.
+ */
+VIP_RETURN VipQueryViEndpoints(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_ENDPOINTS *Endpoints);
+
 /* ---------------------------------------------------------------- counters */
 
 typedef struct {
@@ -153,6 +229,67 @@ typedef struct {
  * Child: as every VI call.  Signal handler: not allowed.  Threads: any.
  */
 VIP_RETURN VipQueryViCounters(IN VIP_VI_HANDLE ViHandle, OUT VIP_VI_COUNTERS *Counters);
+
+/* ---------------------------------------------------------- holders */
+
+/*
+ * How many processes hold the VI now, the caller included: 1 for a private
+ * VI, and for a shareable one 1 plus every other live holder (a child forked
+ * a moment ago counts at once; holders that exited, were killed or called
+ * exec() do not, and their places are freed on the way).  A program that
+ * must know whether destroying its VI would end the connection asks this.
+ * The answer may change at once when another holder forks, exits or
+ * destroys its VI.  Returns VIP_SUCCESS, VIP_INVALID_PARAMETER.
+ * Cost: a few system calls per other holder (each one's liveness is checked).
+ * Child: as every VI call.  Signal handler: not allowed.  Threads: any.
+ */
+VIP_RETURN VipQueryViHolders(IN VIP_VI_HANDLE ViHandle, OUT VIP_ULONG *Holders);
+
+/* ---------------------------------------------------------- spinning */
+
+/*
+ * The adaptive spin policy of the library's own waits (VipSendWait,
+ * VipRecvWait), for programs that wait on their own (a loop over Done calls
+ * and the wait fd).  Each VI has one policy state per process, which its
+ * waits and these calls share:
+ *  - the budget is BaseNanoseconds (the waits use VIPL_SPIN_US), halved
+ *    for each spin in a row that found nothing, down to nothing after 10;
+ *  - after 10 misses one wait in 32 at random probes with four times the
+ *    base, so that two peers that both stopped spinning find their way back;
+ *    a win restores the full budget;
+ *  - no budget at all when the transport cannot spin, or when the peer last
+ *    waited on the caller's CPU (this call publishes the caller's CPU to the
+ *    peer as well, where the transport exchanges them: shm does, tcp not).
+ * A spinner looks again and again (a Done, or its own look at the VI),
+ * yields the CPU every YieldEvery looks when that is not 0 (the peer's CPU
+ * is unknown: it may share ours), stops once Nanoseconds have passed, then
+ * reports with VipViSpinOutcome: Won when the answer came while spinning,
+ * VIP_FALSE when it ran out, or when the answer came only after a yield that
+ * let another task run (a peer on this CPU answers a sleeper as well).
+ * A spinner that did not spin (Nanoseconds 0) reports nothing.
+ */
+typedef struct {
+    VIP_UINT64 Nanoseconds;   /* how long to spin now; 0: sleep at once */
+    VIP_ULONG YieldEvery;     /* looks between two sched_yield(); 0: never */
+    VIP_BOOLEAN PeerCpuKnown; /* the transport told where the peer waits */
+} VIP_SPIN_BUDGET;
+
+/*
+ * The spin the policy allows now, with BaseNanoseconds as the full budget
+ * (0: never spin).  Returns VIP_SUCCESS, VIP_INVALID_PARAMETER.
+ * Child: as every VI call (a holder of a shareable VI has its own state).
+ * Signal handler: not allowed.  Threads: any; threads of one process share
+ * the VI's state.
+ */
+VIP_RETURN VipViSpinBudget(IN VIP_VI_HANDLE ViHandle, IN VIP_UINT64 BaseNanoseconds,
+                           OUT VIP_SPIN_BUDGET *Budget);
+
+/*
+ * How a spin planned with VipViSpinBudget ended (see above).  Returns
+ * VIP_SUCCESS, VIP_INVALID_PARAMETER.  Child, signal and thread rules as
+ * VipViSpinBudget.
+ */
+VIP_RETURN VipViSpinOutcome(IN VIP_VI_HANDLE ViHandle, IN VIP_BOOLEAN Won);
 
 /* ------------------------------------------------------- introspection */
 

@@ -5,6 +5,17 @@
 
 namespace vipl::orb {
 
+std::string giop_address(const ::vipl::Address &a) {
+    if (a.provider == Transport::tcp) {
+        bool v6 = a.host.find(':') != std::string::npos;
+        return "giop:vipl:" + (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
+    }
+    // omniORB's rules read "giop:<transport>:<IPv4 address>:<port>" (a number): a
+    // same-host end is at 127.0.0.1, with the listener's port, or 0 for the connecting
+    // process (whose pid is in the Stream's peer_address()).
+    return "giop:vipl:127.0.0.1:" + std::to_string(a.port);
+}
+
 Address::Address(std::string host, uint16_t port, Transport provider)
     : host_(std::move(host)), port_(port), provider_(provider) {
     bool v6 = host_.find(':') != std::string::npos;
@@ -47,7 +58,8 @@ omni::giopActiveConnection *Address::Connect(const omni_time_t &deadline, CORBA:
         return nullptr;
     }
     stats().connected.fetch_add(1, std::memory_order_relaxed);
-    return new ActiveConnection(std::move(s), "giop:vipl:" + host_name() + ":0", text_);
+    std::string mine = giop_address(s.local_address()), peer = giop_address(s.peer_address());
+    return new ActiveConnection(std::move(s), mine, peer);
 }
 
 omni::giopAddress *Address::duplicate() const {

@@ -1,23 +1,14 @@
-// giopEndpoint for "giop:vipl:<host>:<port>": a Listener, a thread that accepts on it
-// (libvipl has no descriptor that shows a waiting connection request), and the
-// Selector that watches the accepted connections.
+// giopEndpoint for "giop:vipl:<host>:<port>": a Listener, whose descriptor the Selector
+// polls with the accepted connections; a ready listener is accepted from without
+// waiting, on omniORB's own thread (no thread of ours).
 #include "omnivipl.h"
 
 #include <objectAdapter.h>
 #include <omniORB4/omniURI.h>
 
-#include <poll.h>
-#include <random>
-#include <sys/eventfd.h>
-#include <unistd.h>
+#include <thread>
 
 namespace vipl::orb {
-
-namespace {
-// Port 0 picks a free discriminator in this range (also TCP ports for the tcp provider).
-constexpr uint16_t kAnyFirst = 20000, kAnyLast = 60999;
-constexpr int kAnyTries = 64;
-} // namespace
 
 Endpoint::Endpoint(std::string host, uint16_t port, Transport provider)
     : host_(std::move(host)), port_(port), provider_(provider),
@@ -33,7 +24,6 @@ Endpoint *Endpoint::parse(const char *param) {
 
 Endpoint::~Endpoint() {
     stop_accepting();
-    if (accept_fd_ >= 0) close(accept_fd_);
 }
 
 const char *Endpoint::address() const {
@@ -49,17 +39,12 @@ CORBA::Boolean Endpoint::Bind() {
         u.host = provider_ == Transport::tcp ? "0.0.0.0" : host_name();
     Transport resolved = u.resolved();
 
+    u.port = port_; // 0: the listener picks a free one
     std::error_code ec;
-    if (port_) {
-        u.port = port_;
-        listener_ = Listener::bind(u, ec, stream_options());
-    } else {
-        std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
-        std::uniform_int_distribution<int> pick(kAnyFirst, kAnyLast);
-        for (int i = 0; i < kAnyTries && !listener_.is_open(); ++i) {
-            u.port = static_cast<uint16_t>(pick(rng));
-            listener_ = Listener::bind(u, ec, stream_options());
-        }
+    Listener l = Listener::bind(u, ec, stream_options());
+    {
+        std::lock_guard lock(mu_);
+        listener_ = std::move(l);
     }
     if (!listener_.is_open()) {
         if (omniORB::trace(1)) {
@@ -69,15 +54,13 @@ CORBA::Boolean Endpoint::Bind() {
         }
         return 0;
     }
-    bound_port_ = u.port;
+    bound_port_ = listener_.uri().port;
     bound_host_ = host_.empty() || host_ == "0.0.0.0" || host_ == "::" ? host_name() : host_;
     bound_provider_ = resolved;
     addresses_.length(1);
     addresses_[0] = Address(bound_host_, bound_port_, resolved).address();
 
-    accept_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     stop_ = false;
-    acceptor_ = std::thread([this] { accept_loop(); });
     if (omniORB::trace(10)) {
         omniORB::logger log;
         log << "vipl: listening on " << address() << " (" << provider_name(resolved) << ")\n";
@@ -85,53 +68,44 @@ CORBA::Boolean Endpoint::Bind() {
     return 1;
 }
 
-void Endpoint::accept_loop() {
-    while (!stop_.load(std::memory_order_acquire)) {
-        std::error_code ec;
-        Stream s = listener_.accept(deadline_in(std::chrono::milliseconds(100)), ec);
-        if (s) {
-            stats().accepted.fetch_add(1, std::memory_order_relaxed);
-            std::lock_guard lock(mu_);
-            accepted_.push_back(std::move(s));
-            uint64_t one = 1;
-            [[maybe_unused]] ssize_t n = write(accept_fd_, &one, sizeof one);
-        } else if (ec != std::errc::timed_out && ec != std::errc::interrupted) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-    }
-}
-
 void Endpoint::stop_accepting() {
     stop_.store(true, std::memory_order_release);
-    if (acceptor_.joinable()) acceptor_.join();
-    listener_ = Listener();
     std::lock_guard lock(mu_);
-    for (Stream &s : accepted_) s.abort();
-    accepted_.clear();
+    listener_ = Listener();
 }
 
 omni::giopConnection *Endpoint::AcceptAndMonitor(omni::giopConnection::notifyReadable_t func,
                                                  void *cookie) {
-    static std::atomic<uint64_t> serial{0};
     for (;;) {
+        if (poked_.exchange(false) || stop_.load(std::memory_order_acquire)) return nullptr;
+        int fd;
         {
             std::lock_guard lock(mu_);
-            if (!accepted_.empty()) {
-                Stream s = std::move(accepted_.front());
-                accepted_.pop_front();
-                if (accepted_.empty()) {
-                    uint64_t v;
-                    [[maybe_unused]] ssize_t n = read(accept_fd_, &v, sizeof v);
-                }
-                // The peer's own address is not known to a VI; shm peers are on this host.
-                std::string peer = std::string("giop:vipl:") +
-                                   (bound_provider_ == Transport::shm ? "127.0.0.1" : "0.0.0.0") +
-                                   ":" + std::to_string(++serial);
-                return new Connection(std::move(s), selector_, address(), peer);
-            }
+            fd = listener_.fd();
         }
-        if (poked_.exchange(false) || stop_.load(std::memory_order_acquire)) return nullptr;
-        selector_->select(func, cookie, accept_fd_);
+        if (fd < 0 || !selector_->select(func, cookie, fd)) continue;
+        // The listener's fd is ready: take what is there without waiting (a wake-up for a
+        // request still on its way finds none, and the fd stays quiet until it comes).
+        Stream s;
+        std::error_code ec;
+        {
+            std::lock_guard lock(mu_);
+            if (!stop_.load(std::memory_order_acquire)) s = listener_.accept(Deadline{}, ec);
+        }
+        if (!s) {
+            if (ec && ec != std::errc::timed_out && ec != std::errc::interrupted) {
+                // A listener that cannot accept (no descriptor left) stays ready: do not spin.
+                if (omniORB::trace(10)) {
+                    omniORB::logger log;
+                    log << "vipl: accept on " << address() << ": " << ec.message().c_str() << "\n";
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            continue;
+        }
+        stats().accepted.fetch_add(1, std::memory_order_relaxed);
+        std::string mine = giop_address(s.local_address()), peer = giop_address(s.peer_address());
+        return new Connection(std::move(s), selector_, mine, peer);
     }
 }
 

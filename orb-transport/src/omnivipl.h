@@ -7,7 +7,7 @@
 //   connection.cc  one Stream as a giopConnection (Send/Recv/Shutdown)
 //   address.cc     giopAddress: Connect
 //   active.cc      giopActiveConnection / giopActiveCollection (bidirectional GIOP)
-//   endpoint.cc    giopEndpoint: Bind, the accept thread, AcceptAndMonitor
+//   endpoint.cc    giopEndpoint: Bind, AcceptAndMonitor (accepts when the listener's fd is ready)
 //   transport.cc   giopTransportImpl "giop:vipl", the initialiser, transport rules
 //
 // omniORB's classes live in namespace omni; ours in vipl::orb.  Built against the
@@ -22,11 +22,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace vipl::orb {
@@ -174,6 +172,12 @@ private:
 };
 
 // ---------------------------------------------------------------- address.cc
+// A stream end as giopConnection::myaddress()/peeraddress() give it: tcp
+// "giop:vipl:<ip>:<port>" (the socket's), shm "giop:vipl:127.0.0.1:<port>" (this host;
+// port 0 for the connecting end), so that omniORB's transport rules match the real
+// address.
+std::string giop_address(const ::vipl::Address &a);
+
 class Address : public omni::giopAddress {
 public:
     Address(std::string host, uint16_t port, Transport provider);
@@ -250,7 +254,6 @@ public:
     void Shutdown() override;
 
 private:
-    void accept_loop();
     void stop_accepting();
 
     std::string host_; // as given ("" = this host)
@@ -261,13 +264,12 @@ private:
     Transport bound_provider_ = Transport::shm;
     omni::orbServer::EndpointList addresses_;
     std::shared_ptr<Selector> selector_;
+    // Polled by the Selector with the connections (its fd); accepted without waiting
+    // when ready.  mu_ keeps Shutdown() from closing it under an accept.
     Listener listener_;
-    std::thread acceptor_;
     std::atomic<bool> stop_{false};
     std::atomic<bool> poked_{false};
     std::mutex mu_;
-    std::deque<Stream> accepted_;
-    int accept_fd_ = -1; // eventfd: readable while accepted_ is not empty
 };
 
 // ---------------------------------------------------------------- transport.cc

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <string>
@@ -159,6 +160,29 @@ Args operator+(Args a, const Args &b) {
     return a;
 }
 
+// Threads of a process (/proc/<pid>/task).
+int threads_of(pid_t pid) {
+    int n = 0;
+    if (DIR *d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
+        while (dirent *e = readdir(d))
+            if (e->d_name[0] != '.') ++n;
+        closedir(d);
+    }
+    return n;
+}
+
+// Its thread count once it has not changed for 300 ms (at most 5 s).
+int settled_threads(pid_t pid) {
+    int last = threads_of(pid), same = 0;
+    for (int i = 0; i < 100 && same < 6; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        int now = threads_of(pid);
+        same = now == last ? same + 1 : 0;
+        last = now;
+    }
+    return last;
+}
+
 long long server_accepted(const std::string &ior) {
     auto r = run_client(ior, {"server-accepted"}, {"-ORBclientTransportRule", "* tcp"});
     REQUIRE(r.code == 0);
@@ -309,4 +333,56 @@ TEST_CASE("idle connections are scavenged and reopened") {
     auto r = run_client(ior, {"idle", "4"});
     CHECK(r.code == 0);
     CHECK(value(r.out, "vipl_connected") >= 2);
+}
+
+TEST_CASE("a server accepts 20 concurrent clients with no accept thread of its own") {
+    // An idle vipl-only server has the threads omniORB makes for any endpoint: as many as
+    // a tcp-only one (the listener's fd is polled by omniORB's own server loop).
+    Proc tcp_only, vipl_only;
+    start_server(tcp_only, {"-ORBendPoint", "giop:tcp:127.0.0.1:0"});
+    std::string ior = start_server(vipl_only, {"-ORBendPoint", "giop:vipl::0"});
+    int baseline = settled_threads(tcp_only.pid);
+    CHECK(baseline >= 1);
+    CHECK(settled_threads(vipl_only.pid) == baseline);
+
+    constexpr int kClients = 20;
+    std::vector<std::unique_ptr<Proc>> cs;
+    for (int i = 0; i < kClients; ++i) {
+        cs.push_back(std::make_unique<Proc>());
+        spawn(*cs.back(), "orb-echo-client", {ior, "concurrent", "2", "50"});
+    }
+    int ok = 0;
+    for (auto &c : cs) {
+        std::string out = c->rest(60000);
+        INFO(out);
+        int code = c->wait(5000);
+        CHECK(code == 0);
+        CHECK(value(out, "vipl_connected") >= 1);
+        ok += code == 0;
+    }
+    CHECK(ok == kClients);
+    auto r = run_client(ior, {"server-accepted"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "server_accepted") >= kClients);
+}
+
+TEST_CASE("server transport rules match a vipl peer's real address") {
+    std::string provider = GENERATE("shm", "tcp");
+    INFO("provider " << provider);
+    const Args eps = {"-ORBendPoint",         "giop:vipl:127.0.0.1:0", "-ORBendPoint",
+                      "giop:tcp:127.0.0.1:0", "-ORBviplProvider",      provider};
+    // vipl only, from the loopback network: the peer is 127.0.0.1 (shm: this host).
+    Proc s;
+    std::string ior =
+        start_server(s, eps + Args{"-ORBserverTransportRule", "127.0.0.0/255.0.0.0 vipl"});
+    auto r = run_client(ior, {"sizes"});
+    CHECK(r.code == 0);
+    CHECK(value(r.out, "vipl_connected") >= 1);
+    // A rule for another network refuses the same client.
+    Proc other;
+    ior =
+        start_server(other, eps + Args{"-ORBserverTransportRule", "192.0.2.0/255.255.255.0 vipl"});
+    r = run_client(ior, {"sizes"});
+    CHECK(r.code == 3);
+    CHECK((contains(r.out, "TRANSIENT") || contains(r.out, "COMM_FAILURE")));
 }

@@ -19,15 +19,37 @@
 //   invalid_argument       a bad URI or option
 // Other libvipl failures come as vipl_category() codes (see vipl/error.h).
 //
-// Threads: a Stream is used by one thread at a time (a program that shares one between
-// threads serialises the calls); distinct Streams are independent.  fd() may be polled
-// from any thread.
+// Threads: a private Stream (the default) is used by one thread at a time (a program
+// that shares one between threads serialises the calls); distinct Streams are
+// independent.  A shareable Stream (StreamOptions::shareable) may be called by several
+// threads at once, except close(), abort(), the destructor and moving, which need the
+// other threads of the process out of its calls (as closing a socket's fd would).  fd()
+// may be polled from any thread.
 // Signals: no call is async-signal-safe.  Blocking calls return interrupted when a
 // handler runs while they sleep, whatever SA_RESTART says.
-// fork(): a child inherits no usable Stream (libvipl gives the child no VI); it must
-// neither use nor destroy the parent's objects (leave with _exit), and may connect anew.
+// fork():
+//  - A child inherits no usable private Stream (libvipl gives the child no VI); it must
+//    neither use nor destroy the parent's private Streams (leave with _exit), and may
+//    connect anew.
+//  - A shareable Stream is held by the process that made it and by every child it forks
+//    afterwards (and theirs): all may use it at once, like a socket inherited across
+//    fork: parent writing while the child reads, both writing (a blocking write that
+//    fits the send buffers stays contiguous), both reading (each byte goes to one
+//    reader).  fd() is the same descriptor in every holder.  close() (or the destructor,
+//    or assigning over it) in a holder while other holders live ends only that process's
+//    copy: no end of stream, nothing the peer or the others notice.  The last holder's
+//    close() is the orderly close.  Holders that died (killed, or exited without
+//    closing) do not count.  abort() in any holder resets the connection for all.  A
+//    holder killed while inside a call may leave the shared state half-changed: the
+//    stream then breaks with connection_reset for every holder (never a hang).
+//  - A child may destroy an inherited Listener (it has no effect on the parent's);
+//    accepting is the parent's.
+//  - Nonblocking mode is each holder's own; set_fd_events() is one for all holders.
 #pragma once
 
+#include "vipl/address.h"
+#include "vipl/deadline.h"
+#include "vipl/spin.h"
 #include "vipl/uri.h"
 
 #include <chrono>
@@ -39,15 +61,6 @@
 #include <system_error>
 
 namespace vipl {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-// A deadline that never comes.
-inline constexpr Deadline kNever = Deadline::max();
-// A deadline `ms` milliseconds from now.
-inline Deadline deadline_in(std::chrono::milliseconds ms) {
-    return Clock::now() + ms;
-}
 
 struct StreamOptions {
     // Receive side: this many receive buffers of buffer_size payload bytes each are
@@ -63,14 +76,28 @@ struct StreamOptions {
     // peer reads it from the caller's memory (RDMA read), straight into its program's
     // buffer when that is a blocking read without deadline; 0 never does.  Such a write
     // returns once the peer has taken every byte (see write()).  Measured on shm it pays
-    // from about 256 KiB; on tcp it does not (common/README.md).
+    // from about 256 KiB; on tcp it does not (common/README.md).  A shareable stream
+    // never writes zero copy (0 in its options()), and asks its peer for none: it reads
+    // what a peer writes through its own receive buffers.
     uint32_t zcopy_threshold = 1024 * 1024;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
     // How long the destructor lets close() wait for the peer to take everything written.
     std::chrono::milliseconds linger{5000};
-    // Microseconds a blocking call polls the VI before it sleeps in the kernel.
+    // Base budget, in microseconds, of the spin a blocking call makes before it sleeps in
+    // the kernel (0: no spinning).  libvipl's adaptive policy spends it (vipl/spin.h):
+    // less while spinning does not pay, none while the peer waits on this CPU.
     uint32_t spin_us = 10;
+    // Shareable: the stream (made by connect(), or accepted by a Listener with this set)
+    // is shared with the children the process forks afterwards, and may be used by
+    // several threads at once (see the fork and thread rules above).  Its state lives in
+    // shared memory behind a process-shared lock: calls cost a little more.
+    bool shareable = false;
+    // fd() is an epoll fd made readable by the stream's own readiness (set_fd_events():
+    // two more system calls whenever readiness changes).  false: fd() is libvipl's VI
+    // wait fd itself and the stream keeps no eventfd: no system call on the data path,
+    // and readiness is the caller's business through events() (see fd()).
+    bool ready_fd = true;
     // Overrides the VIPL device chosen from the URI ("tcp:eth0", "shm0"...); empty: from URI.
     std::string device;
 };
@@ -103,9 +130,10 @@ public:
     // Orderly close bounded by options.linger (see close()).
     ~Stream();
 
-    // Connects to a Listener bound to `uri` and waits until the connection is made or the
-    // deadline passes.  Errors: connection_refused (nobody listens), timed_out,
-    // interrupted, host_unreachable, invalid_argument (bad options), vipl codes.
+    // Connects to a Listener bound to `uri` (its port or service name) and waits until the
+    // connection is made or the deadline passes.  Errors: connection_refused (nobody
+    // listens), timed_out, interrupted, host_unreachable, invalid_argument (bad options,
+    // port 0 without a service), vipl codes.
     static Stream connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                           const StreamOptions &options = {});
     // The same from text (parse errors: invalid_argument).
@@ -126,11 +154,27 @@ public:
     std::size_t read(std::span<std::byte> buf, std::error_code &ec);
     std::size_t read(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
 
+    // Like read() (MSG_PEEK): copies up to buf.size() bytes of what a read() would return
+    // into buf, but they stay in the stream for the next read() or peek().  Blocks,
+    // returns 0 at the end of the stream and reports errors as read() does.  A peek never
+    // reads a zero-copy region straight into buf: its bytes come through a receive
+    // buffer, up to 64 KiB (buffer_size) of such a region at a time.
+    std::size_t peek(std::span<std::byte> buf, std::error_code &ec);
+    std::size_t peek(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
+    // How many bytes a read() with a large enough buffer would return now without
+    // waiting (FIONREAD), after taking what arrived; 0 for an empty stream.  Never blocks.
+    std::size_t readable_bytes() noexcept;
+
     // Writes bytes; returns how many were accepted (copied into registered send buffers,
     // sent as credits allow).  Blocking mode waits until every byte is accepted; if the
     // deadline passes or a signal interrupts it after some bytes were accepted, it
     // returns that count with ec clear (like a socket).  Non-blocking mode accepts what
     // fits and returns operation_would_block when nothing fits.
+    // Shareable: a blocking write of at most send_buffers * buffer_size bytes waits until
+    // all of it fits and is copied at once, so it stays contiguous however many holders
+    // write (it returns 0 and timed_out or interrupted rather than a part); larger ones
+    // and non-blocking ones go in parts like a socket's, each part contiguous.  A write
+    // waiting when another holder shuts writing down returns broken_pipe.
     // Zero copy (blocking, no deadline, options().zcopy_threshold bytes or more): buf is
     // offered to the peer in regions it reads itself, and the call returns when it has
     // taken them all: when its program has read them, or its library took them in
@@ -156,9 +200,17 @@ public:
     // the deadline passes (timed_out: data may be lost) or the connection broke (the
     // error; none if the peer had finished too).  Signals do not end the wait.  The
     // stream is empty afterwards in every case.
+    // Shareable, while other holders live: ends only this process's copy at once
+    // (nothing is sent, unread data stays for the others), and returns no error.
     std::error_code close(Deadline deadline);
-    // Drops the connection at once; the peer gets connection_reset.  Never blocks long.
+    // Drops the connection at once; the peer gets connection_reset (so do the other
+    // holders of a shareable stream).  Never blocks long.
     void abort() noexcept;
+
+    // Shareable: whether live processes other than this one hold the stream (a close()
+    // here would end only this copy).  false for a private or empty stream.  Costs a
+    // few system calls per other holder.
+    bool shared_with_others() const noexcept;
 
     // A file descriptor that poll/select/epoll report readable (POLLIN) when one of the
     // events chosen by set_fd_events() holds (by default POLLIN: read() would not block,
@@ -169,12 +221,21 @@ public:
     // POLLIN for an epoll fd): to wait until write() accepts a byte, add POLLOUT with
     // set_fd_events() and poll this fd for POLLIN, then ask events().  The fd belongs to
     // the stream: never close or read it.  -1 for an empty stream.
+    // Without ready_fd (StreamOptions): fd() is libvipl's VI wait fd, readable (POLLIN)
+    // on any event of the VI (a message, a send completing, the connection ending) that
+    // came after the last call of the stream.  It does not tell the stream's readiness:
+    // call events() after every wake-up and before every sleep, and sleep only when it
+    // reported nothing of what you wait for (data already taken off the VI makes no new
+    // event).  Waiting for POLLOUT works the same way (credits arrive as VI events).
+    // A shareable stream that several holders wait on at once needs ready_fd: another
+    // holder may take the event this one would have woken for.
     int fd() const noexcept;
 
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
     // A program that waits for POLLOUT only when a write would block keeps fd() quiet
     // while the stream is writable (like asking a socket for POLLOUT only then).
+    // Without ready_fd it is kept but changes nothing.  Shareable: one for all holders.
     void set_fd_events(short events) noexcept;
     short fd_events() const noexcept;
 
@@ -187,12 +248,30 @@ public:
     // 0 for an empty stream.
     short events() noexcept;
 
+    // This holder's mode (a shareable stream's other holders keep theirs).
     void set_nonblocking(bool on) noexcept;
     bool nonblocking() const noexcept;
 
+    // For a program that waits on several streams itself and spins before it sleeps
+    // (vipl/spin.h): the spin this stream's policy allows now (libvipl's VipViSpinBudget
+    // with options().spin_us as the base; none for an empty stream or spin_us 0), and
+    // how that spin ended for this stream (VipViSpinOutcome; see Spin::report).  Any
+    // thread, at any time; this process's policy state.
+    SpinBudget spin_budget() const noexcept;
+    void spin_outcome(bool won) noexcept;
+
+    // Counters of all holders together (shareable).
     StreamCounters counters() const noexcept;
-    // The options in effect (buffer_size as negotiated).
+    // The options in effect (buffer_size as negotiated; nonblocking as made: see
+    // nonblocking(); zcopy_threshold 0 when shareable).
     const StreamOptions &options() const noexcept;
+
+    // This end and the peer's end of the connection, as the kernel reported them when
+    // the connection was made (vipl/address.h): on tcp the socket's own addresses, on
+    // shm the processes' credentials; never what the peer claims.  They stay the same
+    // after the connection breaks.  An empty Address for an empty stream.
+    const Address &local_address() const noexcept;
+    const Address &peer_address() const noexcept;
 
     struct Impl;
 
@@ -204,8 +283,13 @@ private:
 
 // A bound endpoint that accepts Streams.
 //
-// Threads: one thread at a time.  Signals: accept() returns interrupted when a handler
-// runs while it sleeps.  fork(): as Stream.
+// Threads: one thread at a time (fd() may be polled from any).  Signals: accept() returns
+// interrupted when a handler runs while it sleeps.  fork(): the Listener stays the
+// parent's; a child may destroy its copy (no effect on the parent's) but not accept, and
+// holds no part of fd().  Streams it accepts are shareable when its options say so.
+//
+// A program with its own event loop polls fd() with its other descriptors and calls
+// accept(Deadline{}) when it is readable; no thread is needed, and none is started.
 class Listener {
 public:
     Listener() noexcept;
@@ -216,18 +300,34 @@ public:
     ~Listener(); // pending connection requests are rejected
 
     // Opens the provider's device and starts taking connection requests for the URI's
-    // discriminator (requests made from now on are queued until accept()).  `options`
-    // are those of the accepted streams.  Errors: invalid_argument, address_in_use (the
-    // discriminator is served by another process), vipl codes.
+    // discriminator, its port or service name (requests made from now on are queued
+    // until accept()).  Port 0 without a service picks a free port at random in
+    // 20000..60999 (trying again, a bounded number of times, while the port is in use);
+    // uri() then has it.  `options` are those of the accepted streams.  Errors:
+    // invalid_argument, address_in_use (the discriminator is served by another process,
+    // or its TCP port is taken), vipl codes.
     static Listener bind(const Uri &uri, std::error_code &ec, const StreamOptions &options = {});
     static Listener bind(std::string_view uri, std::error_code &ec,
                          const StreamOptions &options = {});
 
     bool is_open() const noexcept;
+    // The URI bound, with the port chosen when it was 0.
     const Uri &uri() const noexcept;
+    // Where it listens (vipl/address.h): on tcp the NIC's IP address and the port, on shm
+    // this host, the port or service and this process.  Empty for an empty listener.
+    const Address &local_address() const noexcept;
 
-    // Accepts the next connection request, waiting until the deadline (Deadline{} or any
-    // past deadline polls once: timed_out when nobody waits).  Errors: timed_out,
+    // A file descriptor that poll/select/epoll report readable (POLLIN) when accept()
+    // would not block: a connection request is pending.  Spurious readiness is possible
+    // (a request still on its way, one meant for another listener sharing the tcp port),
+    // a missed one is not: an accept() that returned timed_out re-arms it.  Owned by the
+    // listener (never close or read it); -1 for an empty listener.
+    int fd() const noexcept;
+
+    // Accepts the next connection request, waiting until the deadline.  Deadline{} (or
+    // any past deadline) never sleeps: it takes a request that is there, or returns
+    // timed_out; accepting it still waits (at most CONNECT_ACK_MS) for the requester's
+    // last handshake message, which a live requester sends at once.  Errors: timed_out,
     // interrupted, not_connected (empty listener), vipl codes.  A request whose buffer
     // size this side cannot serve is rejected and accept() goes on waiting.
     Stream accept(Deadline deadline, std::error_code &ec);

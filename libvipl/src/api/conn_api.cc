@@ -56,6 +56,14 @@ VIP_RETURN VipConnectWait(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, 
     });
 }
 
+VIP_RETURN VipGetConnWaitFd(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS *LocalAddr, int *Fd) {
+    return api_call([&] {
+        Nic *nic = find_nic(NicHandle);
+        if (!nic || !valid_address(nic, LocalAddr) || !Fd) return VIP_INVALID_PARAMETER;
+        return nic->ops->nic->connect_wait_fd(nic, LocalAddr, Fd);
+    });
+}
+
 VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE ConnHandle, VIP_VI_HANDLE ViHandle) {
     return api_call([&] {
         ConnReq *req = find_conn(ConnHandle);

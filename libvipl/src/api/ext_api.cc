@@ -87,6 +87,17 @@ VIP_RETURN VipGetCQWaitFd(VIP_CQ_HANDLE CQHandle, int *Fd) {
     });
 }
 
+VIP_RETURN VipQueryViEndpoints(VIP_VI_HANDLE ViHandle, VIP_VI_ENDPOINTS *Endpoints) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !Endpoints) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        if (!vi->prov) return VIP_INVALID_STATE;
+        return vi->nic->ops->vi->endpoints(vi, Endpoints);
+    });
+}
+
 VIP_RETURN VipQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_VI_COUNTERS *Counters) {
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
@@ -94,6 +105,44 @@ VIP_RETURN VipQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_VI_COUNTERS *Counters)
         ViGuard g(vi);
         if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         *Counters = vi->counters;
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipQueryViHolders(VIP_VI_HANDLE ViHandle, VIP_ULONG *Holders) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !Holders) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        int others = vi->shareable ? vi->holders->live_others(self_token()) : 0;
+        *Holders = static_cast<VIP_ULONG>(1 + others);
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipViSpinBudget(VIP_VI_HANDLE ViHandle, VIP_UINT64 BaseNanoseconds,
+                           VIP_SPIN_BUDGET *Budget) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !Budget) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        SpinPlan plan = spin_plan(vi, BaseNanoseconds);
+        Budget->Nanoseconds = plan.ns;
+        Budget->YieldEvery = plan.yield_every;
+        Budget->PeerCpuKnown = plan.peer_cpu_known ? VIP_TRUE : VIP_FALSE;
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipViSpinOutcome(VIP_VI_HANDLE ViHandle, VIP_BOOLEAN Won) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        spin_outcome(vi, Won != VIP_FALSE);
         return VIP_SUCCESS;
     });
 }

@@ -47,6 +47,8 @@ struct Holders {
     // Whether a live process other than the one named by t holds it (places
     // of the dead are freed on the way).
     bool others_alive(uint64_t t);
+    // How many live processes other than t hold it (the same way).
+    int live_others(uint64_t t);
     // Frees the places of holders other than t that are gone.
     void reap(uint64_t t);
 };

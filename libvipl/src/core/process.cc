@@ -223,7 +223,11 @@ void Holders::reset(uint64_t t, int32_t p) {
 }
 
 bool Holders::others_alive(uint64_t t) {
-    bool any = false;
+    return live_others(t) > 0;
+}
+
+int Holders::live_others(uint64_t t) {
+    int alive = 0;
     for (int i = 0; i < kMax; ++i) {
         uint64_t k = token[i].load(std::memory_order_acquire);
         if (!k || k == t) continue;
@@ -234,11 +238,11 @@ bool Holders::others_alive(uint64_t t) {
             p = pid[i].load(std::memory_order_acquire);
         }
         if (p > 0 && holder_alive(k, p))
-            any = true;
+            ++alive;
         else if (token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel))
             pid[i].store(0, std::memory_order_release);
     }
-    return any;
+    return alive;
 }
 
 void holder_mark() {

@@ -221,27 +221,33 @@ static bool probe_now() {
 // budget halves per miss, down to nothing after 10.  Then a probe now and
 // then spins four times the budget: long enough to outlast the wake-up of a
 // peer that sleeps too, so that two peers that both stopped spinning find
-// their way back (a win restores the full budget).  *peer_cpu_known: the
-// transport told where the peer waits.  Called with the VI's lock held.
-static uint64_t spin_budget_ns(Vi *vi, bool *peer_cpu_known) {
-    uint64_t ns = static_cast<uint64_t>(config().spin_us) * 1000;
-    *peer_cpu_known = false;
-    if (!ns || !(vi->nic->ops->vi->wait_caps & kCapSpin)) return 0;
+// their way back (a win restores the full budget).  Where the peer waits is
+// unknown, the CPU goes to it every few looks in case it shares ours: every
+// 16th when a look is a system call, else every 64th.  Called with the VI's
+// lock held.
+SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
+    SpinPlan plan;
+    uint64_t ns = base_ns;
+    const ViOps *ops = vi->nic->ops->vi;
+    if (!ns || !(ops->wait_caps & kCapSpin)) return plan;
     int me = sched_getcpu();
     int peer = -1;
-    if (vi->prov) peer = vi->nic->ops->vi->exchange_cpu(vi, me);
+    if (vi->prov) peer = ops->exchange_cpu(vi, me);
     ViLocal &l = vis().local(vi);
     if (l.spin_misses >= kSpinMissesMax) {
-        if (!probe_now()) return 0;
+        if (!probe_now()) return plan;
         ns *= 4;
     } else {
         ns >>= l.spin_misses;
     }
-    *peer_cpu_known = peer >= 0;
-    return (peer >= 0 && peer == me) ? 0 : ns;
+    plan.peer_cpu_known = peer >= 0;
+    if (peer >= 0 && peer == me) return plan;
+    plan.ns = ns;
+    plan.yield_every = plan.peer_cpu_known ? 0 : (ops->wait_caps & kCapSpinByProgress) ? 16 : 64;
+    return plan;
 }
 
-static void spin_outcome(Vi *vi, bool won) {
+void spin_outcome(Vi *vi, bool won) {
     ViLocal &l = vis().local(vi);
     if (won)
         l.spin_misses = 0;
@@ -274,8 +280,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
     WorkQueue &q = recv ? vi->rq : vi->sq;
     VIP_RETURN rc;
     bool level;
-    bool peer_cpu_known;
-    uint64_t budget;
+    SpinPlan plan;
     // Without spinning, the first look's lock goes on to the first sleep's.
     bool held = false;
     t_interrupted = false;
@@ -286,23 +291,21 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
         // poll return at once, so no progress (a system call) is needed before it.
         level = !(vi->nic->ops->vi->wait_caps & kCapEdge);
         if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc, true)) return rc;
-        budget = spin_budget_ns(vi, &peer_cpu_known);
-        if (!budget) {
+        plan = spin_plan(vi, static_cast<uint64_t>(config().spin_us) * 1000);
+        if (!plan.ns) {
             g.release();
             held = true;
         }
     }
 
-    if (budget) {
-        uint64_t end = now_ns() + budget;
+    if (plan.ns) {
+        uint64_t end = now_ns() + plan.ns;
         if (deadline < end) end = deadline;
         const ViOps *ops = vi->nic->ops->vi;
         bool by_progress = ops->wait_caps & kCapSpinByProgress;
-        // Where the peer waits is unknown: every few looks (every 16th when a
-        // look is a system call) the CPU goes to it in case it shares ours.
-        // If something did run in the last one (the yield took a while), an
-        // answer that came after it proves nothing for spinning.
-        unsigned yield_every = by_progress ? 16 : 64;
+        // If something did run in the last yield (it took a while), an answer
+        // that came after it proves nothing for spinning.
+        unsigned yield_every = plan.yield_every;
         bool yielded = false;
         for (unsigned i = 0;; ++i) {
             // One lock per look: the transport may be torn down by another thread.
@@ -329,7 +332,7 @@ VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP
             }
             cpu_relax();
             if ((i & 63) == 63 && now_ns() >= end) break;
-            if (!peer_cpu_known && i % yield_every == yield_every - 1) {
+            if (yield_every && i % yield_every == yield_every - 1) {
                 uint64_t before = now_ns();
                 sched_yield();
                 yielded = now_ns() - before > 2000;

@@ -37,6 +37,19 @@ bool vi_wait_set(Vi *vi);
 // Adds the transport's current descriptors to it (after a connection is made).
 void vi_wait_set_transport(Vi *vi);
 
+// The adaptive spin policy of a VI in this process: what vi_wait spins, and
+// what VipViSpinBudget hands a program that waits on its own.
+struct SpinPlan {
+    uint64_t ns = 0;             // how long to spin; 0: sleep at once
+    unsigned yield_every = 0;    // looks between two yields of the CPU; 0: never
+    bool peer_cpu_known = false; // the transport told where the peer waits
+};
+// The spin a waiter may make now with `base_ns` as the full budget (lock held).
+SpinPlan spin_plan(Vi *vi, uint64_t base_ns);
+// How a spin planned by spin_plan ended: won (the answer came while spinning,
+// not only after a yield ran something else) or not (lock held).
+void spin_outcome(Vi *vi, bool won);
+
 // VipSendDone/VipRecvDone on a looked-up VI.
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out);
 // VipSendWait/VipRecvWait.

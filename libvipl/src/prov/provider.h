@@ -61,6 +61,11 @@ struct NicOps {
     VIP_RETURN(*connect_wait)
     (Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline, ConnReq *req,
      VIP_NET_ADDRESS *remote, VIP_VI_ATTRIBUTES *remote_attrs);
+    // A descriptor readable while a request for local's discriminator is
+    // pending (VipGetConnWaitFd); starts serving it as connect_wait does.
+    // Owned by the NIC: the same one for every call, closed with the NIC.
+    // No thread may be started for it.
+    VIP_RETURN (*connect_wait_fd)(Nic *nic, const VIP_NET_ADDRESS *local, int *fd);
     VIP_RETURN (*connect_accept)(ConnReq *req, Vi *vi);
     VIP_RETURN (*connect_reject)(ConnReq *req);
     void (*conn_free)(ConnReq *req);
@@ -79,6 +84,9 @@ struct ViOps {
     // fds (at most 4) with what to poll for the next step.
     VIP_RETURN(*peer_progress)
     (Vi *vi, VIP_VI_ATTRIBUTES *remote_attrs, struct pollfd *fds, int *nfds, uint64_t *deadline);
+    // The ends of the connection as the kernel reports them (vi->lock held);
+    // VIP_INVALID_STATE without a transport.
+    VIP_RETURN (*endpoints)(Vi *vi, VIP_VI_ENDPOINTS *out);
     // Drops the transport; the peer's VI sees VIP_ERROR_CONN_LOST.
     void (*disconnect)(Vi *vi);
     // A holder of a shareable VI leaves: close this process's copies of the

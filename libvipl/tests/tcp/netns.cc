@@ -1,10 +1,7 @@
 #include "netns.h"
 
-#include "support.h"
-
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -13,9 +10,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
-#include <sstream>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,24 +43,6 @@ std::string find_program(const std::string &name) {
 int64_t left_ms(uint64_t deadline) {
     uint64_t now = mono_ns();
     return now >= deadline ? 0 : static_cast<int64_t>((deadline - now) / 1000000 + 1);
-}
-
-// Waits for pid until deadline; kills it then.  The waitpid status, or -1.
-int reap(int pid, uint64_t deadline) {
-    for (;;) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) return status;
-        if (r < 0 && errno != EINTR) return -1;
-        if (mono_ns() >= deadline) {
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-            }
-            return -1;
-        }
-        timespec ms{0, 1000000};
-        nanosleep(&ms, nullptr);
-    }
 }
 
 // Is pid a live process?  A zombie is not (a container's first process
@@ -141,6 +117,23 @@ int run_command(const std::vector<std::string> &argv, std::string *output, int t
     return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int reap(int pid, uint64_t deadline) {
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return status;
+        if (r < 0 && errno != EINTR) return -1;
+        if (mono_ns() >= deadline) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+            }
+            return -1;
+        }
+        timespec ms{0, 1000000};
+        nanosleep(&ms, nullptr);
+    }
+}
+
 std::string netns_unavailable() {
     if (geteuid() != 0) return "not root";
     std::string out;
@@ -150,7 +143,15 @@ std::string netns_unavailable() {
 
 // ------------------------------------------------------------- NetnsPair
 
-NetnsPair::NetnsPair() {
+NetnsPair::NetnsPair(std::string *error) {
+    if (!make(error)) remove();
+}
+
+std::string NetnsPair::path(int side) const {
+    return std::string(kNetnsDir) + "/" + ns_[side];
+}
+
+bool NetnsPair::make(std::string *error) {
     static std::atomic<int> count{0};
     int n = count++;
     long pid = getpid();
@@ -172,49 +173,57 @@ NetnsPair::NetnsPair() {
     for (int i = 0; i < 3; ++i) {
         std::string out;
         if (run_command({"ip", "netns", "add", ns_[i]}, &out) != 0) {
-            remove();
-            FAIL("ip netns add " << ns_[i] << ": " << out);
+            *error = "ip netns add " + ns_[i] + ": " + out;
+            return false;
         }
         made_[i] = true;
     }
-    ip(kSwitch, {"link", "add", "br0", "type", "bridge"});
+    if (!ip(kSwitch, {"link", "add", "br0", "type", "bridge"}, error)) return false;
     for (int s = 0; s < 2; ++s) {
         std::string vf = "vf" + std::to_string(s), port = "port" + std::to_string(s);
         // Both ends are born inside their namespaces.
-        ip(s, {"link", "add", vf, "address", mac_[s], "type", "veth", "peer", "name", port, "netns",
-               ns_[kSwitch]});
-        ip(kSwitch, {"link", "set", "dev", port, "master", "br0", "up"});
-        ip(s, {"addr", "add", addr_[s] + "/24", "dev", vf});
-        ip(s, {"link", "set", "dev", "lo", "up"});
-        ip(s, {"link", "set", "dev", vf, "up"});
-        ip(s, {"neigh", "replace", addr_[1 - s], "lladdr", mac_[1 - s], "dev", vf, "nud",
-               "permanent"});
+        if (!ip(s,
+                {"link", "add", vf, "address", mac_[s], "type", "veth", "peer", "name", port,
+                 "netns", ns_[kSwitch]},
+                error) ||
+            !ip(kSwitch, {"link", "set", "dev", port, "master", "br0", "up"}, error) ||
+            !ip(s, {"addr", "add", addr_[s] + "/24", "dev", vf}, error) ||
+            !ip(s, {"link", "set", "dev", "lo", "up"}, error) ||
+            !ip(s, {"link", "set", "dev", vf, "up"}, error) ||
+            !ip(s,
+                {"neigh", "replace", addr_[1 - s], "lladdr", mac_[1 - s], "dev", vf, "nud",
+                 "permanent"},
+                error))
+            return false;
     }
-    ip(kSwitch, {"link", "set", "dev", "br0", "up"});
+    if (!ip(kSwitch, {"link", "set", "dev", "br0", "up"}, error)) return false;
+    ok_ = true;
+    return true;
 }
 
 NetnsPair::~NetnsPair() {
     remove();
 }
 
-void NetnsPair::ip(int ns, const std::vector<std::string> &args) {
+bool NetnsPair::ip(int ns, const std::vector<std::string> &args, std::string *error) {
     std::vector<std::string> argv = {"ip", "-n", ns_[ns]};
     argv.insert(argv.end(), args.begin(), args.end());
     std::string out;
-    if (run_command(argv, &out) == 0) return;
+    if (run_command(argv, &out) == 0) return true;
     std::string cmd;
     for (auto &a : argv) cmd += a + " ";
-    remove();
-    FAIL(cmd << "failed: " << out);
+    *error = cmd + "failed: " + out;
+    return false;
 }
 
-void NetnsPair::set_link(bool up) {
+bool NetnsPair::set_link(bool up, std::string *error) {
     // A bridge that is down forwards nothing (its ports are disabled); with
     // spanning tree off (the default) they forward again as soon as it is up.
-    ip(kSwitch, {"link", "set", "dev", "br0", up ? "up" : "down"});
+    return ip(kSwitch, {"link", "set", "dev", "br0", up ? "up" : "down"}, error);
 }
 
 void NetnsPair::remove() {
+    ok_ = false;
     for (int i = 0; i < 3; ++i)
         if (made_[i]) {
             // A namespace that processes still use lives on until they end;
@@ -296,91 +305,6 @@ std::optional<std::string> Channel::hear(int timeout_ms) {
 Channel &side_channel() {
     static Channel ch(kSideFd);
     return ch;
-}
-
-// ------------------------------------------------------------------ Side
-
-Side::Side(const NetnsPair &net, int side, const std::string &test_name,
-           const std::vector<std::string> &env)
-    : label_("side " + std::to_string(side) + " (" + net.name(side) + ")") {
-    int sv[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-    std::string path = std::string(kNetnsDir) + "/" + net.name(side);
-    int nsfd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (nsfd < 0) {
-        close(sv[0]);
-        close(sv[1]);
-        FAIL("open " << path << ": " << strerror(errno));
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    REQUIRE(n > 0);
-    exe[n] = 0;
-    // Everything is built before fork: the child only makes system calls.
-    std::vector<std::string> vars = env;
-    for (char **e = environ; *e; ++e) {
-        std::string kv = *e;
-        std::string key = kv.substr(0, kv.find('=') + 1);
-        bool overridden = false;
-        for (const std::string &x : env) overridden |= x.compare(0, key.size(), key) == 0;
-        if (!overridden) vars.push_back(kv);
-    }
-    std::vector<char *> envp;
-    for (std::string &v : vars) envp.push_back(v.data());
-    envp.push_back(nullptr);
-    std::string name = test_name;
-    char a1[] = "-w", a2[] = "NoTests", a3[] = "-r", a4[] = "compact";
-    char *argv[] = {exe, name.data(), a1, a2, a3, a4, nullptr};
-    pid_t parent = getpid();
-    fflush(nullptr);
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        // Never outlive the test, even if it is killed.
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(96);
-        if (setns(nsfd, CLONE_NEWNET) != 0) _exit(97);
-        if (dup2(sv[1], kSideFd) < 0) _exit(98); // dup2 clears close-on-exec
-        execve(exe, argv, envp.data());
-        _exit(127);
-    }
-    close(nsfd);
-    close(sv[1]);
-    pid_ = pid;
-    ch_ = Channel(sv[0]);
-}
-
-Side::~Side() {
-    if (pid_ > 0) {
-        kill(pid_, SIGKILL);
-        int status;
-        while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-        }
-    }
-}
-
-int Side::wait(int timeout_ms) {
-    if (pid_ <= 0) return -1;
-    int status = reap(pid_, mono_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull);
-    pid_ = -1;
-    return status;
-}
-
-std::vector<int64_t> Side::expect(const std::string &word, int timeout_ms) {
-    std::optional<std::string> line = ch_.hear(timeout_ms);
-    if (!line) {
-        int status = wait(2000);
-        FAIL(label_ << ": no \"" << word << "\" within " << timeout_ms << " ms ("
-                    << status_text(status) << ")");
-    }
-    std::istringstream in(*line);
-    std::string first;
-    in >> first;
-    if (first != word) FAIL(label_ << " said \"" << *line << "\" instead of \"" << word << "\"");
-    std::vector<int64_t> numbers;
-    int64_t v;
-    while (in >> v) numbers.push_back(v);
-    return numbers;
 }
 
 } // namespace vt

@@ -27,6 +27,10 @@ uint64_t mono_ns();
 int run_command(const std::vector<std::string> &argv, std::string *output = nullptr,
                 int timeout_ms = 10000);
 
+// Waits for the child pid until deadline_ns (mono_ns()), killing it then;
+// its waitpid status, or -1 after killing it.
+int reap(int pid, uint64_t deadline_ns);
+
 // Why namespaces cannot be made here ("" when they can): not root, no `ip`.
 std::string netns_unavailable();
 
@@ -42,30 +46,42 @@ std::string netns_unavailable();
 // hosts.  (Taking a veth end down instead would drop the other end's
 // carrier, and its kernel would stop transmitting locally, which is not
 // what a remote failure looks like.)
+//
+// netns.cc needs no Catch2 (programs that are not Catch2 tests use it
+// through the vipl-test-netns library); the members that REQUIRE are in
+// netns_side.cc.
 class NetnsPair {
 public:
-    NetnsPair();  // REQUIREs success; removes what it made on failure
+    NetnsPair(); // REQUIREs success; removes what it made on failure
+    // Reports a failure in *error instead (ok() is then false); nothing made stays.
+    explicit NetnsPair(std::string *error);
     ~NetnsPair(); // removes the namespaces (and with them the veth pairs)
     NetnsPair(const NetnsPair &) = delete;
     NetnsPair &operator=(const NetnsPair &) = delete;
 
+    bool ok() const { return ok_; }
     const std::string &name(int side) const { return ns_[side]; }
+    // The namespace's file ("/run/netns/<name>"), for setns(2).
+    std::string path(int side) const;
     const std::string &address(int side) const { return addr_[side]; }
     // "tcp:<address>": the device a process on that side opens.
     std::string device(int side) const { return "tcp:" + addr_[side]; }
 
     // Takes the switch down (the link goes silent) or up again; REQUIREs success.
     void set_link(bool up);
+    bool set_link(bool up, std::string *error);
 
     // Deletes namespaces with our prefix whose creating process is gone.
     static void remove_stale();
 
 private:
-    void ip(int ns, const std::vector<std::string> &args);
+    bool make(std::string *error);
+    bool ip(int ns, const std::vector<std::string> &args, std::string *error);
     void remove();
     static constexpr int kSwitch = 2;
     std::string ns_[3], addr_[2], mac_[2];
     bool made_[3] = {false, false, false};
+    bool ok_ = false;
 };
 
 // Lines of text both ways over one stream socket between the test and a

@@ -164,6 +164,9 @@ struct ShmNic {
             uint64_t deadline; // for the request to come
         };
         std::vector<Early> early{};
+        // VipGetConnWaitFd's descriptor, made on first use: an epoll set of
+        // fd and the early connections, readable when either has something.
+        int wait_ep = -1;
     };
     std::vector<Listener> listeners;
 };
@@ -233,6 +236,7 @@ std::string socket_name(const char *kind, const VIP_NET_ADDRESS *addr);
 // shm_conn.cc: handshake
 VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline, ConnReq *req,
                         VIP_NET_ADDRESS *remote, VIP_VI_ATTRIBUTES *remote_attrs);
+VIP_RETURN connect_wait_fd(Nic *nic, const VIP_NET_ADDRESS *local, int *fd);
 VIP_RETURN connect_accept(ConnReq *req, Vi *vi);
 VIP_RETURN connect_reject(ConnReq *req);
 void conn_free(ConnReq *req);
@@ -247,6 +251,7 @@ void p2p_free(Endpoint *ep);
 // shm_endpoint.cc: life of the transport
 VIP_RETURN vi_create(Vi *vi);
 void vi_destroy(Vi *vi);
+VIP_RETURN endpoints(Vi *vi, VIP_VI_ENDPOINTS *out);
 void disconnect(Vi *vi);
 void leave(Vi *vi);
 void abandon(Vi *vi);

@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -439,6 +440,21 @@ bool same_disc(const uint8_t *a, uint16_t alen, const uint8_t *b, uint16_t blen)
     return alen == blen && memcmp(a, b, alen) == 0;
 }
 
+// The wait descriptor of l (if made) follows its early connections: one
+// becomes readable when its request, or its end, arrives.
+void watch_early(ShmNic::Listener *l, int sock, bool add) {
+    if (l->wait_ep < 0) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    epoll_ctl(l->wait_ep, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sock, &ev);
+}
+
+ShmNic::Listener *find_listener(ShmNic *sn, int lfd) {
+    for (auto &x : sn->listeners)
+        if (x.fd == lfd) return &x;
+    return nullptr;
+}
+
 // A connection accepted on l whose request has come, or nullptr (NIC lock
 // held).  Accepts what waits first.  Connections whose request has not all
 // come stay in l->early for the next look (a wait that ends meanwhile loses
@@ -455,6 +471,7 @@ PendingConn *take_request(ShmNic::Listener *l, bool *failed) {
             break;
         }
         l->early.push_back({s, now_ns() + config().connect_ack_ms * 1000000ull});
+        watch_early(l, s, true);
     }
     uint64_t now = now_ns();
     for (size_t i = 0; i < l->early.size();) {
@@ -467,6 +484,7 @@ PendingConn *take_request(ShmNic::Listener *l, bool *failed) {
             continue;
         }
         l->early.erase(l->early.begin() + static_cast<ptrdiff_t>(i));
+        watch_early(l, e.sock, false);
         ucred cred{};
         socklen_t cl = sizeof cred;
         bool ok = r == Recv::ok && h.magic == kMagic && h.version == kVersion &&
@@ -498,9 +516,7 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
         PendingConn *pc = nullptr;
         {
             std::lock_guard<Mutex> g(sn->lock);
-            ShmNic::Listener *l = nullptr;
-            for (auto &x : sn->listeners)
-                if (x.fd == lfd) l = &x;
+            ShmNic::Listener *l = find_listener(sn, lfd);
             if (!l) return VIP_INVALID_PARAMETER;
             bool failed = false;
             pc = take_request(l, &failed);
@@ -527,6 +543,38 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
         VIP_RETURN rc = poll_verdict(poll_until(fds, n, wake), deadline);
         if (rc != VIP_SUCCESS) return rc;
     }
+}
+
+VIP_RETURN connect_wait_fd(Nic *nic, const VIP_NET_ADDRESS *local, int *fd) {
+    if (!is_this_host(nic, local)) return VIP_INVALID_PARAMETER;
+    VIP_RETURN rc = VIP_SUCCESS;
+    int lfd = listener_for(nic, socket_name("cs", local), &rc);
+    if (lfd < 0) return rc;
+    ShmNic *sn = shm_nic(nic);
+    std::lock_guard<Mutex> g(sn->lock);
+    ShmNic::Listener *l = find_listener(sn, lfd);
+    if (!l) return VIP_INVALID_PARAMETER;
+    if (l->wait_ep < 0) {
+        // Level-triggered: readable while the backlog holds a connection or an
+        // early one has bytes (or its end) to read, which connect_wait takes.
+        int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
+        if (ep < 0) {
+            VIPL_ERROR("VipGetConnWaitFd: epoll_create1: %s", strerror(errno));
+            return VIP_ERROR_RESOURCE;
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        bool ok = epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev) == 0;
+        for (const auto &e : l->early) ok = ok && epoll_ctl(ep, EPOLL_CTL_ADD, e.sock, &ev) == 0;
+        if (!ok) {
+            VIPL_ERROR("VipGetConnWaitFd: epoll_ctl: %s", strerror(errno));
+            fd_close(ep);
+            return VIP_ERROR_RESOURCE;
+        }
+        l->wait_ep = ep;
+    }
+    *fd = l->wait_ep;
+    return VIP_SUCCESS;
 }
 
 VIP_RETURN connect_accept(ConnReq *req, Vi *vi) {

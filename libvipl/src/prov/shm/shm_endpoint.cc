@@ -169,6 +169,25 @@ void transport_down(Vi *vi, Endpoint *ep) {
     vi_transport_gone(vi);
 }
 
+VIP_RETURN endpoints(Vi *vi, VIP_VI_ENDPOINTS *out) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up || ep->sock < 0) return VIP_INVALID_STATE;
+    // The kernel's word on who is at the other end of the handshake socket,
+    // not the pid the peer wrote in its Hello.
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(ep->sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return VIP_INVALID_STATE;
+    VIP_VI_ENDPOINTS e{};
+    e.Kind = VIP_ENDPOINTS_LOCAL;
+    e.PeerPid = cred.pid;
+    e.PeerUid = cred.uid;
+    e.PeerGid = cred.gid;
+    e.HostAddressLen = kHostAddressLen;
+    memcpy(e.HostAddress, vi->nic->address, kHostAddressLen);
+    *out = e;
+    return VIP_SUCCESS;
+}
+
 void disconnect(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep) return;

@@ -53,6 +53,7 @@ const NicOps kNicOps = {
     .ns_by_addr = ns_by_addr,
     .autodiscovery = autodiscovery,
     .connect_wait = connect_wait,
+    .connect_wait_fd = connect_wait_fd,
     .connect_accept = connect_accept,
     .connect_reject = connect_reject,
     .conn_free = conn_free,
@@ -65,6 +66,7 @@ const ViOps kViOps = {
     .connect_request = connect_request,
     .peer_request = peer_request,
     .peer_progress = peer_progress,
+    .endpoints = endpoints,
     .disconnect = disconnect,
     .leave = leave,
     .abandon = abandon,
@@ -114,6 +116,7 @@ void nic_close(Nic *nic) {
     for (auto &l : s->listeners) {
         fd_close(l.fd);
         for (auto &e : l.early) fd_close(e.sock);
+        if (l.wait_ep >= 0) fd_close(l.wait_ep);
     }
     delete s;
     nic->prov = nullptr;

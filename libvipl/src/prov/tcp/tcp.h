@@ -28,6 +28,7 @@ struct Incoming {
     uint32_t got = 0;
     uint64_t deadline = 0; // for the Hello to arrive
     bool taken = false;    // a thread is answering it
+    bool watched = false;  // in its listener's `arrivals` set (its Hello is arriving)
     uint8_t buf[kHelloWire];
     Hello hello{};
 };
@@ -35,11 +36,16 @@ struct Incoming {
 struct TcpNic;
 
 // A discriminator this process serves: its hand-over socket, and the NIC
-// that serves it.
+// that serves it.  VipGetConnWaitFd gives wait_fd, an epoll set of the
+// listener's arrivals, the hand-over socket and ready_fd, an eventfd kept
+// set while a complete request for disc waits for a taker (ready).
 struct Served {
     std::string disc;
     int fd = -1;
     const TcpNic *nic = nullptr;
+    int wait_fd = -1;
+    int ready_fd = -1;
+    bool ready = false;
 };
 
 // One TCP port this process listens on at one address, with what arrived
@@ -52,6 +58,9 @@ struct Listener {
     sockaddr_storage local{};
     socklen_t local_len = 0;
     int refs = 0; // NICs using it
+    // An epoll set of fd and the incoming connections whose Hello is still
+    // arriving (made with the first wait_fd): whatever a pump could take.
+    int arrivals = -1;
     std::vector<Incoming *> incoming;
     std::vector<Served> served;
 };
@@ -197,12 +206,15 @@ Incoming *take_incoming(Nic *nic, Listener *l, uint32_t type, const uint8_t *dis
                         const uint8_t *from = nullptr, uint16_t from_len = 0);
 // What to poll to learn of more (at most max); the earliest Hello deadline in *deadline.
 int incoming_fds(Nic *nic, Listener *l, pollfd *fds, int max, uint64_t *deadline);
+// The descriptor of VipGetConnWaitFd for disc, which `nic` serves on l (lock held).
+VIP_RETURN request_wait_fd(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len, int *fd);
 void incoming_free(Incoming *in);
 void listeners_close(TcpNic *t);
 
 // tcp_conn.cc
 VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadline, ConnReq *req,
                         VIP_NET_ADDRESS *remote, VIP_VI_ATTRIBUTES *remote_attrs);
+VIP_RETURN connect_wait_fd(Nic *nic, const VIP_NET_ADDRESS *local, int *fd);
 VIP_RETURN connect_accept(ConnReq *req, Vi *vi);
 VIP_RETURN connect_reject(ConnReq *req);
 void conn_free(ConnReq *req);
@@ -224,6 +236,7 @@ VIP_RETURN vi_create(Vi *vi);
 void vi_destroy(Vi *vi);
 // Makes a connected socket the VI's transport.
 VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &peer);
+VIP_RETURN endpoints(Vi *vi, VIP_VI_ENDPOINTS *out);
 void disconnect(Vi *vi);
 void leave(Vi *vi);
 void abandon(Vi *vi);

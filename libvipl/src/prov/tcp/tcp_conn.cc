@@ -293,6 +293,19 @@ VIP_RETURN connect_wait(Nic *nic, const VIP_NET_ADDRESS *local, uint64_t deadlin
     }
 }
 
+VIP_RETURN connect_wait_fd(Nic *nic, const VIP_NET_ADDRESS *local, int *fd) {
+    if (!local_ok(nic, local) || local->DiscriminatorLen > kMaxDisc) return VIP_INVALID_PARAMETER;
+    const uint8_t *disc = disc_of(local);
+    uint16_t dlen = local->DiscriminatorLen;
+    std::lock_guard<Mutex> g(listen_lock());
+    VIP_RETURN rc = VIP_SUCCESS;
+    Listener *l = listener_for(nic, port_of(disc, dlen), &rc);
+    if (!l) return rc;
+    rc = serve(nic, l, disc, dlen);
+    if (rc != VIP_SUCCESS) return rc;
+    return request_wait_fd(nic, l, disc, dlen, fd);
+}
+
 VIP_RETURN connect_accept(ConnReq *req, Vi *vi) {
     auto *in = static_cast<Incoming *>(req->prov);
     if (!in || in->fd < 0) return VIP_INVALID_PARAMETER;

@@ -133,6 +133,26 @@ void transport_down(Vi *vi, Endpoint *ep) {
     vi_transport_gone(vi);
 }
 
+VIP_RETURN endpoints(Vi *vi, VIP_VI_ENDPOINTS *out) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up || ep->sock < 0) return VIP_INVALID_STATE;
+    // The socket's own addresses: what the peer said of itself in its Hello
+    // (host, discriminator) is not evidence of where it is.
+    VIP_VI_ENDPOINTS e{};
+    e.Kind = VIP_ENDPOINTS_SOCKET;
+    socklen_t ll = sizeof e.LocalSocket, rl = sizeof e.RemoteSocket;
+    if (getsockname(ep->sock, reinterpret_cast<sockaddr *>(&e.LocalSocket), &ll) != 0 ||
+        getpeername(ep->sock, reinterpret_cast<sockaddr *>(&e.RemoteSocket), &rl) != 0)
+        return VIP_INVALID_STATE; // reset by the peer: the kernel forgot it
+    e.PeerPid = -1;
+    e.PeerUid = static_cast<uid_t>(-1);
+    e.PeerGid = static_cast<gid_t>(-1);
+    e.HostAddressLen = static_cast<VIP_UINT16>(vi->nic->attrs.NicAddressLen);
+    memcpy(e.HostAddress, vi->nic->address, e.HostAddressLen);
+    *out = e;
+    return VIP_SUCCESS;
+}
+
 void disconnect(Vi *vi) {
     Endpoint *ep = endpoint(vi);
     if (!ep) return;

@@ -16,6 +16,8 @@
 #include <cerrno>
 #include <cstring>
 #include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -107,13 +109,54 @@ bool same(const uint8_t *a, uint16_t alen, const uint8_t *b, uint16_t blen) {
     return alen == blen && memcmp(a, b, alen) == 0;
 }
 
+bool same_disc(const Served &s, const uint8_t *disc, uint16_t len) {
+    return same(reinterpret_cast<const uint8_t *>(s.disc.data()),
+                static_cast<uint16_t>(s.disc.size()), disc, len);
+}
+
 // Whoever serves disc on l, or nullptr.
-const Served *served_by(const Listener *l, const uint8_t *disc, uint16_t len) {
-    for (const Served &s : l->served)
-        if (same(reinterpret_cast<const uint8_t *>(s.disc.data()),
-                 static_cast<uint16_t>(s.disc.size()), disc, len))
-            return &s;
+Served *served_by(Listener *l, const uint8_t *disc, uint16_t len) {
+    for (Served &s : l->served)
+        if (same_disc(s, disc, len)) return &s;
     return nullptr;
+}
+
+// An incoming connection whose Hello is arriving wakes the wait descriptors
+// (through l->arrivals, once made); a complete or dropped one no longer does.
+void watch(Listener *l, Incoming *in, bool add) {
+    if (l->arrivals < 0 || in->watched == add) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    if (epoll_ctl(l->arrivals, add ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, in->fd, &ev) == 0 || !add)
+        in->watched = add;
+}
+
+// Sets each wait descriptor's eventfd while a complete request for its
+// discriminator waits here, and clears it once none does, so that a request
+// meant for another discriminator leaves it quiet.
+void update_ready(Listener *l) {
+    for (Served &s : l->served) {
+        if (s.ready_fd < 0) continue;
+        bool want = false;
+        for (const Incoming *in : l->incoming)
+            if (in->got == kHelloWire && in->hello.type == kHelloRequest &&
+                same_disc(s, in->hello.want, in->hello.want_len)) {
+                want = true;
+                break;
+            }
+        if (want == s.ready) continue;
+        uint64_t v = 1;
+        [[maybe_unused]] ssize_t n =
+            want ? write(s.ready_fd, &v, sizeof v) : read(s.ready_fd, &v, sizeof v);
+        s.ready = want;
+    }
+}
+
+void close_served(Served &s) {
+    for (int *fd : {&s.fd, &s.wait_fd, &s.ready_fd}) {
+        if (*fd >= 0) fd_close(*fd);
+        *fd = -1;
+    }
 }
 
 void reject(int fd, VIP_RETURN reason) {
@@ -206,6 +249,7 @@ void pump(Nic *nic, Listener *l) {
         in->fd = fd;
         in->deadline = now_ns() + config().connect_ack_ms * 1000000ull;
         l->incoming.push_back(in);
+        watch(l, in, true);
     }
     for (Served &s : l->served)
         for (int i = 0; i < 16 && l->incoming.size() < kMaxIncoming; ++i) {
@@ -239,6 +283,7 @@ void pump(Nic *nic, Listener *l) {
             ssize_t n = recv(in->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
             drop = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
         }
+        if (drop || in->got == kHelloWire) watch(l, in, false);
         if (drop) {
             remove_at(l, i);
             incoming_free(in);
@@ -293,7 +338,9 @@ Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
     int fd = open_listener(t, port, &err);
     if (fd < 0) {
         VIPL_ERROR("tcp: cannot listen on %s port %u: %s", t->ifname.c_str(), port, strerror(err));
-        *rc = err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS
+        // A port another program holds cannot serve the discriminator, as when
+        // another process serves it.
+        *rc = err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS || err == EADDRINUSE
                   ? VIP_ERROR_RESOURCE
                   : VIP_INVALID_PARAMETER;
         return nullptr;
@@ -347,8 +394,10 @@ Incoming *take_incoming(Nic *nic, Listener *l, uint32_t type, const uint8_t *dis
             continue;
         if (from && !same(h.disc, h.disc_len, from, from_len)) continue;
         remove_at(l, i);
+        update_ready(l);
         return in;
     }
+    update_ready(l);
     return nullptr;
 }
 
@@ -363,6 +412,51 @@ int incoming_fds(Nic *, Listener *l, pollfd *fds, int max, uint64_t *deadline) {
         if (n < max) fds[n++] = pollfd{in->fd, POLLIN, 0};
     }
     return n;
+}
+
+VIP_RETURN request_wait_fd(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len, int *fd) {
+    Served *s = served_by(l, disc, len);
+    if (!s || s->nic != tcp_nic(nic)) return VIP_ERROR_RESOURCE;
+    if (s->wait_fd >= 0) {
+        *fd = s->wait_fd;
+        return VIP_SUCCESS;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN; // level-triggered: readable while something is there to take
+    if (l->arrivals < 0) {
+        int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
+        if (ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, l->fd, &ev) != 0) {
+            fd_close(ep);
+            ep = -1;
+        }
+        if (ep < 0) {
+            VIPL_ERROR("VipGetConnWaitFd: %s", strerror(errno));
+            return VIP_ERROR_RESOURCE;
+        }
+        l->arrivals = ep;
+        for (Incoming *in : l->incoming)
+            if (in->got < kHelloWire) watch(l, in, true);
+    }
+    // One set per discriminator: new connections and Hellos arriving on the
+    // port (whoever they are for: pumping sorts them), connections another
+    // process hands over for this discriminator, and complete requests for it.
+    int ready = fd_track(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    int ep = fd_track(epoll_create1(EPOLL_CLOEXEC));
+    bool ok = ready >= 0 && ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, l->arrivals, &ev) == 0 &&
+              epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &ev) == 0 &&
+              epoll_ctl(ep, EPOLL_CTL_ADD, ready, &ev) == 0;
+    if (!ok) {
+        VIPL_ERROR("VipGetConnWaitFd: %s", strerror(errno));
+        if (ready >= 0) fd_close(ready);
+        if (ep >= 0) fd_close(ep);
+        return VIP_ERROR_RESOURCE;
+    }
+    s->wait_fd = ep;
+    s->ready_fd = ready;
+    s->ready = false;
+    update_ready(l);
+    *fd = ep;
+    return VIP_SUCCESS;
 }
 
 void incoming_free(Incoming *in) {
@@ -380,14 +474,15 @@ void listeners_close(TcpNic *t) {
                 ++i;
                 continue;
             }
-            fd_close(l->served[i].fd);
+            close_served(l->served[i]);
             l->served.erase(l->served.begin() + static_cast<ptrdiff_t>(i));
         }
         if (--l->refs > 0) continue;
         std::vector<Listener *> &all = all_listeners();
         all.erase(std::find(all.begin(), all.end(), l));
         fd_close(l->fd);
-        for (Served &s : l->served) fd_close(s.fd);
+        if (l->arrivals >= 0) fd_close(l->arrivals);
+        for (Served &s : l->served) close_served(s);
         for (Incoming *in : l->incoming) incoming_free(in);
         delete l;
     }

@@ -1,0 +1,102 @@
+// One spin loop for every waiter that polls VIs before it sleeps: a stream's blocking
+// call, the omniORB transport, a program waiting on many streams.
+//
+// How long to spin is libvipl's adaptive policy, one state per VI and process
+// (VipViSpinBudget / VipViSpinOutcome in vipl_ext.h; Stream::spin_budget() and
+// Stream::spin_outcome() hand it out): the base budget halves per spin that found
+// nothing, a probe now and then brings it back, none when the peer waits on this CPU.
+// This loop spends the budget: it calls the caller's look until it answers, yields the
+// CPU every few looks while a peer's CPU is unknown (it may share ours), reads the clock
+// only every kLooksPerClock looks, and tells whether the answer counts for the policy.
+//
+//   vipl::Spin spin;
+//   for (auto &s : streams) spin.add(s.spin_budget());
+//   bool got = spin.run([&] { return any_ready(streams); }, deadline);
+//   for (auto &s : streams) spin.report(s, got, got && ready(s)); // then sleep if !got
+//
+// Reporting: a VI whose peer answered while spinning won, unless the answer came only
+// after a yield that let another task run (a peer on this CPU answers a sleeper as
+// well); when the spin ran out every VI missed; a VI that stayed quiet while another
+// answered learns nothing.  A spin with no budget (empty()) reports nothing.
+//
+// Threads: a Spin belongs to one thread.  Signals: a handler that runs during the spin
+// does not end it (the look decides).  Nothing here makes a system call but
+// sched_yield().
+#pragma once
+
+#include "vipl/deadline.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace vipl {
+
+// What a VI's policy allows a waiter now.
+struct SpinBudget {
+    std::chrono::nanoseconds time{0}; // how long to spin; 0: sleep at once
+    uint32_t yield_every = 0;         // looks between two yields of the CPU; 0: never
+};
+
+class Spin {
+public:
+    // Clock reads: one per this many looks (a look costs from tens of nanoseconds on shm
+    // to a system call on tcp; a spin may outlast its budget by this many looks).
+    static constexpr unsigned kLooksPerClock = 8;
+
+    // Joins a VI's budget: the spin lasts as long as the longest one and yields as often
+    // as the one that asks most often.
+    void add(const SpinBudget &b) noexcept {
+        time_ = std::max(time_, b.time);
+        if (b.yield_every && (!yield_every_ || b.yield_every < yield_every_))
+            yield_every_ = b.yield_every;
+    }
+    bool empty() const noexcept { return time_.count() <= 0; }
+
+    // Calls look() until it returns true (returns true), or the budget or the deadline
+    // passes (false).  Returns false at once when empty().
+    template <class Look>
+    bool run(Look &&look, Deadline deadline) {
+        handed_cpu_ = false;
+        if (empty()) return false;
+        Deadline end = deadline - Clock::now() < time_ ? deadline : Clock::now() + time_;
+        for (unsigned i = 1;; ++i) {
+            if (look()) return true;
+            relax();
+            // Only the last yield decides: a peer on this CPU that answered after it
+            // would have answered a sleeper as well.
+            if (yield_every_ && i % yield_every_ == 0) handed_cpu_ = yield_ran_other();
+            if (i % kLooksPerClock == 0 && Clock::now() >= end) return false;
+        }
+    }
+
+    // After run() returned true: whether the answer counts as a win for the policy.
+    bool won() const noexcept { return !handed_cpu_; }
+
+    // Tells one VI's policy how the spin ended for it (see the header): `answered` = its
+    // peer gave the answer.  `V` has spin_outcome(bool) (a Stream).
+    template <class V>
+    void report(V &v, bool got, bool answered) const {
+        if (empty()) return;
+        if (!got)
+            v.spin_outcome(false);
+        else if (answered)
+            v.spin_outcome(won());
+    }
+
+private:
+    static void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        asm volatile("yield");
+#endif
+    }
+    // Yields the CPU; whether another task ran meanwhile (the yield took a while).
+    static bool yield_ran_other() noexcept;
+
+    std::chrono::nanoseconds time_{0};
+    uint32_t yield_every_ = 0;
+    bool handed_cpu_ = false;
+};
+
+} // namespace vipl

@@ -1,0 +1,201 @@
+// Stream::Impl: what makes a stream shareable across fork and threads.
+//
+// Holders.  libvipl counts the processes that hold the shareable VI (every child forked
+// after connect holds it, a dead one stops counting: VipQueryViHolders).  A close in a
+// holder while others live destroys only its own copy of the VI (libvipl then drops
+// that process's reference) and unmaps its copy of the memory; the last holder's close
+// is the orderly one.  Counting and leaving happen under the stream's lock, so of two
+// holders closing at once exactly one finds itself the last.
+//
+// The lock.  A robust process-shared mutex in the mapping, taken by every call and
+// never held while sleeping.  A holder that dies holding it (in the middle of a write,
+// say) may have left the queues half-changed: the next holder to take it marks the
+// stream poisoned, which breaks it with connection_reset for everyone, and disconnects
+// the VI so that the peer sees it too.
+//
+// Sleeping.  A holder that takes a completion may take the very event another holder
+// (or thread) sleeps for on the VI's wait fd.  So a sleeper takes a slot with its own
+// eventfd (made before any fork: every holder has it) and polls it beside the wait fd;
+// whoever changes the state while slots are taken writes their eventfds when it lets
+// the lock go.  A slot's eventfd has one reader, so nobody drains a wake-up meant for
+// somebody else.  When every slot is taken a sleeper polls in slices of a millisecond.
+//
+// Memory of a stream this process left.  Its registration is in the NIC's region
+// table, which this process shares with its children: deregistering it while a child
+// still uses the VI would break the child.  A process that owns the NIC (made the
+// stream) and keeps the NIC for other streams (a Listener's) keeps the registration
+// until the last holder is gone, which a pipe tells: every holder keeps its write end,
+// so its read end hangs up when the last one has closed it or died (Nic::sweep).
+#include "stream_impl.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace vipl {
+
+namespace {
+
+thread_local int t_tid = 0;
+
+int this_tid() {
+    if (!t_tid) t_tid = static_cast<int>(syscall(SYS_gettid));
+    return t_tid;
+}
+
+// Whether thread tid of process pid still runs (a zombie does not).  Only for slots
+// nobody freed, when all are taken.
+bool thread_alive(int pid, int tid) {
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')');
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
+int poll_ms(Deadline deadline) {
+    if (deadline == kNever) return -1;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
+}
+
+} // namespace
+
+std::error_code Stream::Impl::init_shared() {
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    int r = pthread_mutex_init(&st->mu, &a);
+    pthread_mutexattr_destroy(&a);
+    if (r != 0) return std::error_code(r, std::generic_category());
+    for (int &fd : kick_fd) {
+        fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (fd < 0) return std::error_code(errno, std::generic_category());
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return std::error_code(errno, std::generic_category());
+    gone_r = p[0];
+    gone_w = p[1];
+    return {};
+}
+
+void Stream::Impl::lock_shared() {
+    int r = pthread_mutex_lock(&st->mu);
+    if (r == EOWNERDEAD) {
+        pthread_mutex_consistent(&st->mu);
+        poison();
+    }
+    version_seen = st->version;
+}
+
+void Stream::Impl::unlock_shared() {
+    if (st->version != version_seen && st->asleep) wake_sleepers();
+    pthread_mutex_unlock(&st->mu);
+}
+
+void Stream::Impl::poison() {
+    State &t = *st;
+    t.poisoned = true;
+    // Nothing of the queues is trusted from now on; the error alone is written.
+    t.broken = true;
+    t.error = std::make_error_code(std::errc::connection_reset);
+    t.version++;
+    if (vi) VipDisconnect(vi); // the peer sees the end, every holder the Error state
+    if (ev_fd >= 0 && !t.ev_set) {
+        uint64_t one = 1;
+        ssize_t n = ::write(ev_fd, &one, sizeof one);
+        (void)n;
+        t.ev_set = true;
+    }
+}
+
+void Stream::Impl::wake_sleepers() {
+    int me = this_tid();
+    for (uint32_t i = 0; i < kSleepSlots; ++i) {
+        if (!(st->asleep & (1u << i)) || st->sleeper[i].tid == me) continue;
+        uint64_t one = 1;
+        ssize_t n = ::write(kick_fd[i], &one, sizeof one);
+        (void)n;
+    }
+}
+
+bool Stream::Impl::sleep(Deadline deadline) {
+    int ms = poll_ms(deadline);
+    if (!shared) {
+        // Every Done in progress() ran to VIP_NOT_DONE, which re-arms the wait fd.
+        pollfd p{vi_fd, POLLIN, 0};
+        return !(poll(&p, 1, ms) < 0 && errno == EINTR);
+    }
+    State &t = *st;
+    int slot = -1;
+    for (int pass = 0; pass < 2 && slot < 0; ++pass) {
+        for (uint32_t i = 0; i < kSleepSlots && slot < 0; ++i)
+            if (!(t.asleep & (1u << i))) slot = static_cast<int>(i);
+        // All taken: free the slots of threads that died asleep.
+        for (uint32_t i = 0; pass == 0 && slot < 0 && i < kSleepSlots; ++i)
+            if (!thread_alive(t.sleeper[i].pid, t.sleeper[i].tid)) t.asleep &= ~(1u << i);
+    }
+    pollfd p[2] = {{vi_fd, POLLIN, 0}, {-1, POLLIN, 0}};
+    if (slot >= 0) {
+        t.asleep |= 1u << slot;
+        t.sleeper[slot] = {getpid(), this_tid()};
+        p[1].fd = kick_fd[slot];
+    } else if (ms < 0 || ms > 1) {
+        ms = 1;
+    }
+    // Changes made in this hold wake the others, not this sleeper.
+    unlock_shared();
+    int r = poll(p, slot >= 0 ? 2 : 1, ms);
+    int err = errno;
+    lock_shared();
+    if (slot >= 0) {
+        t.asleep &= ~(1u << slot);
+        t.sleeper[slot] = {};
+        if (p[1].revents & POLLIN) {
+            uint64_t v;
+            ssize_t n = ::read(kick_fd[slot], &v, sizeof v);
+            (void)n;
+        }
+    }
+    return !(r < 0 && err == EINTR);
+}
+
+bool Stream::Impl::shared_with_others() const {
+    VIP_ULONG n = 1;
+    return shared && vi && VipQueryViHolders(vi, &n) == VIP_SUCCESS && n > 1;
+}
+
+void Stream::Impl::leave() noexcept {
+    // Under the lock: a holder closing at the same time counts us gone or not gone, never
+    // half.  libvipl drops this process's reference to the VI, nothing else.
+    VipDestroyVi(vi);
+    vi = nullptr;
+    vi_fd = -1; // closed by libvipl
+    unlock_shared();
+    ::close(gone_w);
+    gone_w = -1;
+    // The NIC's owner keeps the registration until the last holder is gone, if the NIC
+    // stays (a Listener's); a NIC that goes now takes its region table along.  A child
+    // has the NIC in name only.
+    if (registered && getpid() == owner_pid && nic.use_count() > 1) {
+        nic->defer_deregister(mem + reg_off, mh, gone_r);
+        gone_r = -1;
+    }
+    registered = false;
+    release_local();
+}
+
+} // namespace vipl

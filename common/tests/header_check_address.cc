@@ -1,0 +1,1 @@
+#include "vipl/address.h"

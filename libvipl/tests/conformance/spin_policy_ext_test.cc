@@ -1,0 +1,103 @@
+// VipViSpinBudget / VipViSpinOutcome: the adaptive spin policy of the library's
+// waits, handed to a program that waits on its own.  The peer side of the pair never
+// waits or asks, so it has published no CPU: the caller's peer CPU is unknown.
+#include "support.h"
+
+namespace {
+
+VIP_SPIN_BUDGET budget(VIP_VI_HANDLE vi, VIP_UINT64 base) {
+    VIP_SPIN_BUDGET b{};
+    b.Nanoseconds = 12345; // overwritten on success
+    REQUIRE(VipViSpinBudget(vi, base, &b) == VIP_SUCCESS);
+    return b;
+}
+
+void outcome(VIP_VI_HANDLE vi, bool won) {
+    REQUIRE(VipViSpinOutcome(vi, won ? VIP_TRUE : VIP_FALSE) == VIP_SUCCESS);
+}
+
+} // namespace
+
+TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten, and a win restores it",
+          "[ext][spin]") {
+    std::string device = VT_DEVICE();
+    vt::Nic na(device), nb(device);
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+    const VIP_UINT64 base = 64000;
+
+    VIP_SPIN_BUDGET b = budget(p.a, 0);
+    CHECK(b.Nanoseconds == 0); // a base of 0 never spins
+
+    b = budget(p.a, base);
+    CHECK(b.Nanoseconds == base);
+    CHECK(b.PeerCpuKnown == VIP_FALSE);
+    // Where the peer waits is unknown: the spinner yields every few looks.
+    CHECK(b.YieldEvery > 0);
+    CHECK(b.YieldEvery <= 64);
+
+    for (unsigned miss = 1; miss < 10; ++miss) {
+        outcome(p.a, false);
+        INFO("misses " << miss);
+        CHECK(budget(p.a, base).Nanoseconds == base >> miss);
+    }
+    outcome(p.a, true);
+    CHECK(budget(p.a, base).Nanoseconds == base);
+
+    // Ten misses: mostly no spin, sometimes (one in 32 at random) a probe of four times.
+    for (int i = 0; i < 10; ++i) outcome(p.a, false);
+    int zero = 0, probe = 0, other = 0;
+    for (int i = 0; i < 4000; ++i) {
+        VIP_UINT64 ns = budget(p.a, base).Nanoseconds;
+        (ns == 0 ? zero : ns == 4 * base ? probe : other)++;
+    }
+    INFO("no spin " << zero << ", probes " << probe << ", other " << other);
+    CHECK(other == 0);
+    CHECK(probe >= 40);
+    CHECK(probe <= 300);
+    // A miss more changes nothing; a win restores the budget.
+    outcome(p.a, false);
+    outcome(p.a, true);
+    CHECK(budget(p.a, base).Nanoseconds == base);
+
+    VIP_SPIN_BUDGET out{};
+    CHECK(VipViSpinBudget(p.a, base, nullptr) == VIP_INVALID_PARAMETER);
+    CHECK(VipViSpinBudget(nullptr, base, &out) == VIP_INVALID_PARAMETER);
+    CHECK(VipViSpinOutcome(nullptr, VIP_TRUE) == VIP_INVALID_PARAMETER);
+    for (VIP_PVOID h : vt::garbage_handles(50)) {
+        CHECK(VipViSpinBudget(h, base, &out) == VIP_INVALID_PARAMETER);
+        CHECK(VipViSpinOutcome(h, VIP_FALSE) == VIP_INVALID_PARAMETER);
+    }
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+    CHECK(VipViSpinBudget(p.a, base, &out) == VIP_INVALID_PARAMETER);
+    CHECK(VipViSpinOutcome(p.a, VIP_TRUE) == VIP_INVALID_PARAMETER);
+}
+
+TEST_CASE("VipViSpinBudget shares its state with the library's own waits", "[ext][spin]") {
+    std::string device = VT_DEVICE();
+    vt::Nic na(device), nb(device);
+    vt::Memory m(na, 4096);
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb), nullptr, nullptr,
+                                  nullptr, nullptr, [&](VIP_VI_HANDLE a, VIP_VI_HANDLE) {
+                                      vt::set_desc(m.desc(0), m.base + 1024, 64, m.mh);
+                                      REQUIRE(VipPostRecv(a, m.desc(0), m.mh) == VIP_SUCCESS);
+                                  });
+    const VIP_UINT64 base = 64000;
+    // A VipRecvWait that times out with nothing coming spun in vain (VIPL_SPIN_US is not
+    // 0 in the tests): one miss, which the next budget shows.
+    VIP_CONFIG_INFO info{};
+    std::string spin_us;
+    for (VIP_ULONG i = 0; i < VipConfigCount(); ++i)
+        if (VipConfigInfo(i, &info) == VIP_SUCCESS && std::string(info.Name) == "SPIN_US")
+            spin_us = info.Value;
+    INFO("VIPL_SPIN_US " << spin_us);
+    REQUIRE(!spin_us.empty());
+    REQUIRE(spin_us != "0");
+    VIP_DESCRIPTOR *d;
+    REQUIRE(VipRecvWait(p.a, 5, &d) == VIP_TIMEOUT);
+    CHECK(budget(p.a, base).Nanoseconds == base / 2);
+    outcome(p.a, true);
+    CHECK(budget(p.a, base).Nanoseconds == base);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+}

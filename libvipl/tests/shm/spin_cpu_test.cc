@@ -1,0 +1,49 @@
+// VipViSpinBudget on shm, where the two ends exchange the CPUs they wait on: no spin
+// when the peer last waited on the caller's CPU, and no yields once its CPU is known.
+#include "shm_util.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+namespace {
+
+bool pin(int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 && sched_getcpu() == cpu;
+}
+
+} // namespace
+
+TEST_CASE("shm spin budget: none when the peer waits on this CPU, no yields when it is known",
+          "[spin]") {
+    REQUIRE(sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+    cpu_set_t saved;
+    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    vt::Nic na("shm0"), nb("shm0");
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+    const VIP_UINT64 base = 50000;
+    VIP_SPIN_BUDGET a{}, b{};
+
+    REQUIRE(pin(0));
+    REQUIRE(VipViSpinBudget(p.b, base, &b) == VIP_SUCCESS); // b publishes CPU 0
+    REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS); // a waits there too
+    CHECK(a.PeerCpuKnown == VIP_TRUE);
+    CHECK(a.Nanoseconds == 0);
+
+    REQUIRE(pin(1));
+    REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS); // the peer is on CPU 0
+    CHECK(a.PeerCpuKnown == VIP_TRUE);
+    CHECK(a.Nanoseconds == base);
+    CHECK(a.YieldEvery == 0);
+    // And b learns that a waits on CPU 1 now.
+    REQUIRE(pin(0));
+    REQUIRE(VipViSpinBudget(p.b, base, &b) == VIP_SUCCESS);
+    CHECK(b.PeerCpuKnown == VIP_TRUE);
+    CHECK(b.Nanoseconds == base);
+
+    sched_setaffinity(0, sizeof saved, &saved);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+}
