@@ -4,13 +4,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 namespace dbt {
 

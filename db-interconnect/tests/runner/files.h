@@ -9,7 +9,10 @@
 
 namespace dbt {
 
-// mkdtemp under /tmp; mode 0755 so that another user can reach a socket file in it.
+// mkdtemp under /tmp ("vipl-db-test-<pid>-XXXXXX"); mode 0755 so that another user can
+// reach a socket file in it.  Removed with everything in it by the destructor; folders of
+// test processes that are gone (killed before their destructors ran) are removed when a
+// new one is made.
 class TempDir {
 public:
     TempDir();

@@ -16,8 +16,10 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -69,7 +71,36 @@ int open_or_fail(const std::string &path, int flags) {
     return fd;
 }
 
+// The groups of the live Procs, for kill_every_group (slots of 0 are free).
+constexpr int kGroups = 256;
+std::atomic<int> g_groups[kGroups];
+
+void remember_group(int pgid) {
+    for (auto &g : g_groups) {
+        int free = 0;
+        if (g.compare_exchange_strong(free, pgid)) return;
+    }
+}
+
+void forget_group(int pgid) {
+    for (auto &g : g_groups) {
+        int mine = pgid;
+        if (g.compare_exchange_strong(mine, 0)) return;
+    }
+}
+
 } // namespace
+
+void kill_every_group() noexcept {
+    for (auto &g : g_groups)
+        if (int pgid = g.load(); pgid > 0) ::kill(-pgid, SIGKILL);
+    for (int i = 0; i < 100; ++i) {
+        while (waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        timespec ts{0, 2000000};
+        nanosleep(&ts, nullptr);
+    }
+}
 
 Proc::Proc(const Spawn &s) {
     REQUIRE(!s.argv.empty());
@@ -127,10 +158,13 @@ Proc::Proc(const Spawn &s) {
         if (!s.user.empty() && (setgroups(0, nullptr) != 0 || setresgid(gid, gid, gid) != 0 ||
                                 setresuid(uid, uid, uid) != 0))
             _exit(kExitUser);
+        // After the change of user, which clears it.
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         execvpe(av[0], av.data(), ev.data());
         _exit(kExitExec);
     }
     setpgid(pid_, pid_);
+    remember_group(pid_);
     err_path_ = s.err;
     close(in);
     close(out);
@@ -272,6 +306,7 @@ void Proc::kill_all() {
     }
     if (out_fd_ >= 0) close(out_fd_);
     out_fd_ = -1;
+    forget_group(pid_);
     pid_ = -1;
 }
 

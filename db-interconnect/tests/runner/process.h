@@ -2,7 +2,9 @@
 // pipes, optionally under the interposer (vipl-run), as another user, with another
 // descriptor limit.  Every wait is bounded; the destructor kills the whole group and
 // reaps it (the test process is a child subreaper, so the group's orphans come back to
-// it), so nothing survives a failed test.
+// it), so nothing survives a failed test.  A test process killed outright takes the
+// programs with it (each dies with its parent: PR_SET_PDEATHSIG); one terminated by a
+// signal kills their groups first (kill_every_group).
 //
 // Thread rules: a Proc belongs to one thread.  Not async-signal-safe.
 #pragma once
@@ -84,6 +86,11 @@ std::string capture(const std::vector<std::string> &argv, int ms, int *status = 
 // Makes the test process a child subreaper (once): the orphans of the programs it starts
 // become its children, so that it can reap them and tell whether any survived.
 void become_subreaper();
+
+// Kills the process group of every Proc alive and reaps what it can within ~200 ms: for
+// a test process that is being terminated (main.cc calls it from its SIGTERM, SIGINT and
+// SIGHUP handler).  Async-signal-safe.
+void kill_every_group() noexcept;
 
 // Processes whose parent chain leads to pid (not pid itself), from /proc.
 std::vector<int> descendants(int pid);
