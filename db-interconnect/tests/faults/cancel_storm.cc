@@ -11,7 +11,8 @@
 // exchange goes to an echo server and is checked byte for byte; a cancel request is
 // "CANCEL" and a 10-digit number, answered by the server with EOF.  It prints "ready"
 // after its first turn, stops once stdin is readable (closed), and prints
-//   "handlers=N handler_failures=F turns=T turn_failures=G"
+//   "handlers=N handler_failures=F handler_max_us=M turns=T turn_failures=G"
+// (M: the longest a cancel request took, connect to EOF)
 // leaving with status 0 when nothing failed.  --no-restart installs the handler without
 // SA_RESTART, so every blocking call of the main loop may end with EINTR.
 #include <arpa/inet.h>
@@ -21,6 +22,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -37,6 +39,13 @@ sockaddr_storage g_addr;
 socklen_t g_addr_len = 0;
 volatile sig_atomic_t g_handlers = 0;
 volatile sig_atomic_t g_handler_failures = 0;
+volatile sig_atomic_t g_handler_max_us = 0; // the longest cancel request
+
+long now_us() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<long>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
 
 void fail_handler() {
     g_handler_failures = g_handler_failures + 1;
@@ -45,6 +54,7 @@ void fail_handler() {
 // The cancel request: only async-signal-safe calls, every one retried on EINTR.
 void on_sigint(int) {
     int saved = errno;
+    long t0 = now_us();
     unsigned n = static_cast<unsigned>(g_handlers);
     int fd = socket(g_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -80,6 +90,8 @@ void on_sigint(int) {
         g_handlers = g_handlers + 1;
     else
         fail_handler();
+    long took = now_us() - t0;
+    if (took > g_handler_max_us) g_handler_max_us = static_cast<sig_atomic_t>(took);
     errno = saved;
 }
 
@@ -240,8 +252,8 @@ int main(int argc, char **argv) {
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
     sigprocmask(SIG_BLOCK, &block, nullptr);
-    std::printf("handlers=%d handler_failures=%d turns=%ld turn_failures=%ld\n",
-                static_cast<int>(g_handlers), static_cast<int>(g_handler_failures), turns,
-                failures);
+    std::printf("handlers=%d handler_failures=%d handler_max_us=%d turns=%ld turn_failures=%ld\n",
+                static_cast<int>(g_handlers), static_cast<int>(g_handler_failures),
+                static_cast<int>(g_handler_max_us), turns, failures);
     return g_handler_failures == 0 && failures == 0 ? 0 : 1;
 }
