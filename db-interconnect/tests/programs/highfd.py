@@ -3,8 +3,9 @@
 Raises the soft RLIMIT_NOFILE to the hard one, fills every lower descriptor, and makes
 the connection (the server's accepted one, the client's socket) land on hard - 1; then
 frees a few low descriptors again (whatever the process does next needs some), sends
-BYTES random bytes and gets them back (the server echoes), prints "fd=N sha256=..." and
-keeps the connection until a line arrives on stdin.
+BYTES random bytes and gets them back (the server echoes), prints "fd=N sha256=...".
+The client then keeps the connection until a line arrives on stdin; the server waits for
+the client to close it.
 
 The server first echoes one ordinary connection to its end, as a server that has run a
 while has: what a process makes once for all its connections is made then, while
@@ -89,7 +90,11 @@ def main() -> int:
                   flush=True)
             return 1
     print(f"fd={conn.fileno()} sha256={hashlib.sha256(data).hexdigest()}", flush=True)
-    sys.stdin.readline()
+    if args.role == "server":
+        rest = conn.recv(1)
+        print("closed" if not rest else "unexpected bytes", flush=True)
+    else:
+        sys.stdin.readline()
     conn.close()
     return 0
 
