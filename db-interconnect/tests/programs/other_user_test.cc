@@ -1,6 +1,7 @@
 // A client and a server of different OS users: the kernel refuses cross-memory attach
 // between them (one way at least), so the shm provider copies through its rings
-// instead; the connection must still ride vipl and carry every byte.
+// instead; the connection must still ride vipl and carry every byte.  The server is the
+// asyncio echo server, the clients socat.
 #include "endpoint.h"
 #include "files.h"
 #include "mode.h"
@@ -57,14 +58,14 @@ TEST_CASE("programs: a client of another user than the server rides vipl over sh
     cs.env = {"VIPL_DB_LOG=1"};
     cs.err = dir / "client.err";
     if (client_is_nobody) cs.user = "nobody";
-    EchoClients clients = start_echo_clients(ep, dir, kConnections, kSize, 11, cs);
+    SocatClients clients = start_socat_clients(ep, dir, kConnections, kSize, 11, cs);
 
-    REQUIRE(uid_of(client_is_nobody ? clients.proc.pid() : server.pid()) == 65534);
-    REQUIRE(uid_of(client_is_nobody ? server.pid() : clients.proc.pid()) == 0);
+    REQUIRE(uid_of(client_is_nobody ? clients.procs[0].pid() : server.pid()) == 65534);
+    REQUIRE(uid_of(client_is_nobody ? server.pid() : clients.procs[0].pid()) == 0);
     require_riding(stat_tree(server.pid()), "server", kConnections, kSize, kSize);
-    require_riding(stat_tree(clients.proc.pid()), "client", kConnections, kSize, kSize);
+    require_riding(stat_of(clients), "client", kConnections, kSize, kSize);
 
-    finish_echo_clients(clients);
+    finish_socat_clients(clients);
     auto summary = stop_echo_server(server);
     REQUIRE(summary["echoed"] == static_cast<long>(kConnections * kSize));
     INFO("server stderr: " << read_file(dir / "server.err"));

@@ -30,14 +30,6 @@ void require_quiet_log(const std::string &path) {
     REQUIRE(count_lines(path, "libvipl-db[") == 0);
 }
 
-bool wait_size(const std::string &path, size_t size, int ms) {
-    for (int i = 0; i < ms / 10; ++i) {
-        if (file_size(path) >= size) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return file_size(path) >= size;
-}
-
 } // namespace
 
 TEST_CASE("programs: socat accept-then-fork server relays each connection through cat") {
@@ -55,39 +47,18 @@ TEST_CASE("programs: socat accept-then-fork server relays each connection throug
 
     constexpr int kClients = 3;
     constexpr size_t kSize = 2 << 20;
-    std::vector<Proc> clients;
-    std::vector<std::string> in, out;
-    for (int i = 0; i < kClients; ++i) {
-        in.push_back(dir / ("in" + std::to_string(i)));
-        out.push_back(dir / ("out" + std::to_string(i)));
-        write_file(in.back(), random_bytes(kSize, 100 + i));
-        Spawn cs;
-        cs.argv = {"socat", "-b", "65536", "-t", "10", "STDIO", ep.socat_connect()};
-        cs.preload = true;
-        cs.env = {kLogWarnings};
-        cs.in_pipe = true;
-        cs.out = out.back();
-        cs.err = dir / ("client" + std::to_string(i) + ".err");
-        clients.emplace_back(cs);
-    }
-    for (int i = 0; i < kClients; ++i) REQUIRE(clients[i].write_in(read_file(in[i])));
-    for (int i = 0; i < kClients; ++i) {
-        INFO("client " << i << " echoed " << file_size(out[i]) << " bytes");
-        REQUIRE(wait_size(out[i], kSize, 20000));
-    }
+    Spawn cs;
+    cs.preload = true;
+    cs.env = {kLogWarnings};
+    cs.err = dir / "client.err";
+    SocatClients clients = start_socat_clients(ep, dir, kClients, kSize, 1, cs);
 
     // Every connection is open still (the clients' stdin is): one forked server child
     // per client, each riding vipl, as is each client.
-    std::vector<StatRow> srv = stat_tree(server.pid());
-    require_riding(srv, "server", kClients, kSize, kSize);
-    for (Proc &c : clients) require_riding(stat_tree(c.pid()), "client", 1, kSize, kSize);
-
-    for (Proc &c : clients) c.close_in();
-    for (int i = 0; i < kClients; ++i) {
-        REQUIRE(clients[i].wait(15000) == 0);
-        require_same_file(in[i], out[i]);
-        require_quiet_log(dir / ("client" + std::to_string(i) + ".err"));
-    }
+    require_riding(stat_tree(server.pid()), "server", kClients, kSize, kSize);
+    for (Proc &c : clients.procs) require_riding(stat_tree(c.pid()), "client", 1, kSize, kSize);
+    finish_socat_clients(clients);
+    require_quiet_log(dir / "client.err");
     // The listener survived its children and serves again.
     REQUIRE(server.running());
     int fd = connect_to(ep);

@@ -1,6 +1,7 @@
 // Across hosts (two network namespaces joined by a veth pair): a client rides vipl over
 // the tcp provider to a server its VIPL_DB_REMOTE lists, and stays on the kernel, writing
-// nothing of its own, to one it does not list (no marker reaches across hosts).
+// nothing of its own, to one it does not list (no marker reaches across hosts).  The
+// server is the asyncio echo server, the clients socat.
 #include "endpoint.h"
 #include "files.h"
 #include "hosts.h"
@@ -40,9 +41,9 @@ TEST_CASE("programs: across hosts, a server in VIPL_DB_REMOTE rides the tcp prov
     cs.env = {"VIPL_DB_LOG=1"};
     if (listed) cs.env.push_back("VIPL_DB_REMOTE=tcp:" + ep.host + ":" + std::to_string(ep.port));
     cs.err = dir / "client.err";
-    EchoClients clients = start_echo_clients(ep, dir, kConnections, kSize, 31, cs);
+    SocatClients clients = start_socat_clients(ep, dir, kConnections, kSize, 31, cs);
 
-    std::vector<StatRow> srv = stat_tree(server.pid()), cli = stat_tree(clients.proc.pid());
+    std::vector<StatRow> srv = stat_tree(server.pid()), cli = stat_of(clients);
     if (listed) {
         require_riding(srv, "server", kConnections, kSize, kSize, "tcp");
         require_riding(cli, "client", kConnections, kSize, kSize, "tcp");
@@ -50,7 +51,7 @@ TEST_CASE("programs: across hosts, a server in VIPL_DB_REMOTE rides the tcp prov
         require_kernel(srv, "server", kConnections);
         require_kernel(cli, "client", kConnections);
     }
-    finish_echo_clients(clients);
+    finish_socat_clients(clients);
     auto summary = stop_echo_server(server);
     REQUIRE(summary["echoed"] == static_cast<long>(kConnections * kSize));
     INFO("server stderr: " << read_file(dir / "server.err"));

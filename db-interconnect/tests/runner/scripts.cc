@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 namespace dbt {
 
@@ -74,6 +76,48 @@ void finish_echo_clients(EchoClients &c) {
     INFO("threaded client output: " << c.proc.output());
     REQUIRE(st == 0);
     for (size_t i = 0; i < c.in.size(); ++i) require_same_file(c.in[i], c.out[i]);
+}
+
+SocatClients start_socat_clients(const Endpoint &e, const TempDir &dir, int n, size_t size,
+                                 uint64_t seed, Spawn base) {
+    std::string tag = "socat-" + std::to_string(seed);
+    std::string out_dir = dir / tag;
+    REQUIRE(mkdir(out_dir.c_str(), 0777) == 0);
+    chmod(out_dir.c_str(), 0777); // the umask took some: another user writes here
+    SocatClients c;
+    base.argv = {"socat", "-b", "65536", "-t", "10", "STDIO", e.socat_connect()};
+    base.in_pipe = true;
+    for (int i = 0; i < n; ++i) {
+        c.in.push_back(dir / (tag + "-in" + std::to_string(i)));
+        c.out.push_back(out_dir + "/out" + std::to_string(i));
+        write_file(c.in.back(), random_bytes(size, seed * 1000 + static_cast<uint64_t>(i)));
+        base.out = c.out.back();
+        c.procs.emplace_back(base);
+    }
+    for (int i = 0; i < n; ++i) REQUIRE(c.procs[i].write_in(read_file(c.in[i])));
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int i = 0; i < n; ++i) {
+        while (file_size(c.out[i]) < size && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        INFO("socat client " << i << " got " << file_size(c.out[i]) << " of " << size
+                             << " bytes back");
+        REQUIRE(file_size(c.out[i]) == size);
+    }
+    return c;
+}
+
+std::vector<StatRow> stat_of(SocatClients &c) {
+    std::vector<int> pids;
+    for (Proc &p : c.procs) pids.push_back(p.pid());
+    return stat_rows(pids);
+}
+
+void finish_socat_clients(SocatClients &c) {
+    for (Proc &p : c.procs) p.close_in();
+    for (size_t i = 0; i < c.procs.size(); ++i) {
+        REQUIRE(c.procs[i].wait(15000) == 0);
+        require_same_file(c.in[i], c.out[i]);
+    }
 }
 
 } // namespace dbt

@@ -1,5 +1,5 @@
-// The tests' Python programs (programs/*.py), started and checked the same way by every
-// test that uses them.
+// The tests' Python programs (programs/*.py) and socat clients, started and checked the
+// same way by every test that uses them.
 //
 // Thread rules: a test's thread.  Not async-signal-safe.
 #pragma once
@@ -7,6 +7,7 @@
 #include "endpoint.h"
 #include "files.h"
 #include "process.h"
+#include "table.h"
 
 #include <map>
 #include <string>
@@ -32,5 +33,20 @@ EchoClients start_echo_clients(const Endpoint &e, const TempDir &dir, int n, siz
                                uint64_t seed, Spawn base);
 // Lets them close; requires status 0 and every echo equal to what was sent.
 void finish_echo_clients(EchoClients &c);
+
+// `n` socat clients (single-threaded, poll and blocking writes) of an echo server, each
+// sending `size` random bytes from its stdin and writing the echo to a file; started
+// from `base` (argv filled in), fed, and waited for until every echo came back whole
+// (the connections stay open: stdin is not closed yet; fails the test after 30 s).
+struct SocatClients {
+    std::vector<Proc> procs;
+    std::vector<std::string> in, out;
+};
+SocatClients start_socat_clients(const Endpoint &e, const TempDir &dir, int n, size_t size,
+                                 uint64_t seed, Spawn base);
+// Closes their stdin; requires status 0 and every echo equal to what was sent.
+void finish_socat_clients(SocatClients &c);
+// The --stat rows of all of them.
+std::vector<StatRow> stat_of(SocatClients &c);
 
 } // namespace dbt
