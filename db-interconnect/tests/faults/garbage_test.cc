@@ -15,6 +15,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <thread>
 
 using namespace dbt;
 
@@ -108,4 +110,40 @@ TEST_CASE("faults: garbage and half a hello leave the listener and other connect
     INFO("server stderr: " << read_file(dir / "server.err"));
     REQUIRE(count_lines(dir / "server.err", "malformed hello (left to the program)") ==
             (preloaded() ? 1 : 0));
+}
+
+TEST_CASE("faults: a client that stops half way through its negotiation stalls no other") {
+    // A whole, valid hello, and then nothing: the client never comes to the rendezvous
+    // (stopped, killed, or inside a signal handler).  The server is one thread serving
+    // every connection (asyncio): the others must not wait for this one.
+    bool is_unix = GENERATE(true, false);
+    TempDir dir;
+    Endpoint ep = endpoint(is_unix, dir.path());
+    INFO("over " << ep.name());
+    Spawn ss;
+    ss.preload = true;
+    ss.env = {"VIPL_DB_LOG=1"};
+    ss.err = dir / "server.err";
+    Proc server = echo_server(ep, ss);
+
+    int rogue = connect_to(ep);
+    REQUIRE(rogue >= 0);
+    REQUIRE(send_all(rogue, hello(true)));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+    Spawn cs;
+    cs.preload = true;
+    cs.env = {"VIPL_DB_LOG=1"};
+    cs.err = dir / "client.err";
+    auto t0 = std::chrono::steady_clock::now();
+    SocatClients clients = start_socat_clients(ep, dir, 1, 4096, 23, cs);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("stalled negotiation (%s): another client's echo took %.3f s\n", ep.name().c_str(),
+                took);
+    require_riding(stat_of(clients), "client", 1, 4096, 4096);
+    finish_socat_clients(clients);
+    // A local echo takes milliseconds; a second is a stall.
+    REQUIRE(took < 1.0);
+    close(rogue);
+    stop_echo_server(server);
 }
