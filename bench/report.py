@@ -177,6 +177,26 @@ class Report:
             ("tcp provider across namespaces: 1 MiB bandwidth, default, 2 cores, vs TCP",
              ">= 0.9x", ns_bw("vipl-tcp"), ns_bw("tcp-ns"), "GB/s", lambda r: r >= 0.9, 1e-3),
         ]
+        # The socket interposer: one unmodified program, plain and under vipl-run.
+        db_lat = lambda t, p: ("latency_p50", t, p, 8)
+        db_bw = lambda t: ("bandwidth", t, "cross", mib)
+        specs += [
+            ("interposer, unix socket: round trip 8 B, 2 cores, vipl-run / plain", "<= 0.3x",
+             db_lat("db-vipl-unix-path", "cross"), db_lat("db-plain-unix-path", "cross"), "us",
+             lambda r: r <= 0.3, 2),
+            ("interposer, TCP loopback: round trip 8 B, 2 cores, vipl-run / plain", "<= 0.3x",
+             db_lat("db-vipl-tcp", "cross"), db_lat("db-plain-tcp", "cross"), "us",
+             lambda r: r <= 0.3, 2),
+            ("interposer, unix socket: round trip 8 B, 1 core, vipl-run / plain", "<= 1.0x",
+             db_lat("db-vipl-unix-path", "same"), db_lat("db-plain-unix-path", "same"), "us",
+             lambda r: r <= 1.0, 2),
+            ("interposer, TCP loopback: round trip 8 B, 1 core, vipl-run / plain", "<= 1.0x",
+             db_lat("db-vipl-tcp", "same"), db_lat("db-plain-tcp", "same"), "us",
+             lambda r: r <= 1.0, 2),
+            ("interposer: 1 MiB bandwidth, 2 cores, vipl-run (unix socket) / AF_UNIX", ">= 1.5x",
+             db_bw("db-vipl-unix-path"), db_bw("db-plain-unix-path"), "GB/s",
+             lambda r: r >= 1.5, 1e-3),
+        ]
         orb_null = lambda t: ("orb_rt_p50", t, "cross", 0)
         specs.append(("omniORB null call, 2 cores, giop:vipl vs giop:unix", f"<= {ORB_TARGET:g}x",
                       orb_null("giop:vipl"), orb_null("giop:unix"), "us",
@@ -351,6 +371,38 @@ class Report:
                     rtext(ratio(v["vipl-tcp"], v["tcp-ns"]))])
             self.table(["size"] + [LABELS[t] for t in NS_COLUMNS] +
                        ["block / TCP", "default / TCP"], rows)
+
+    def interposer(self):
+        rows = []
+        for placement, title in (("cross", "2 cores"), ("same", "1 core")):
+            for v, name in (("unix-path", "unix socket"), ("tcp", "TCP loopback")):
+                for size in self.sizes_of("latency_p50", f"db-plain-{v}"):
+                    a = self.get("latency_p50", f"db-plain-{v}", placement, size)
+                    b = self.get("latency_p50", f"db-vipl-{v}", placement, size)
+                    if a is None and b is None:
+                        continue
+                    rows.append([title, name, f"round trip {size_label(size)} (us)",
+                                 num(None if a is None else 2 * a),
+                                 num(None if b is None else 2 * b), rtext(ratio(b, a))])
+                for size in (64 << 10, 1 << 20, 8 << 20):
+                    a = self.get("bandwidth", f"db-plain-{v}", placement, size)
+                    b = self.get("bandwidth", f"db-vipl-{v}", placement, size)
+                    if a is None and b is None:
+                        continue
+                    rows.append([title, name, f"bandwidth {size_label(size)} (GB/s)", gb(a),
+                                 gb(b), rtext(ratio(b, a))])
+        if not rows:
+            return
+        self.emit("## The socket interposer (db-interconnect)", "",
+                  "One unmodified program (`bench-sock`: blocking stream sockets, a listening "
+                  "socket file or TCP 127.0.0.1) run plain and under `vipl-run`, one after the "
+                  "other in every round; the interposer carries the connection over libvipl's "
+                  "shm provider.", "")
+        self.table(["placement", "socket", "figure", "plain", "vipl-run", "vipl-run / plain"],
+                   rows)
+
+    def sizes_of(self, bench, transport):
+        return sorted({k[3] for k in self.data if k[0] == bench and k[1] == transport})
 
     def table3(self):
         it = count(self.meta.get("orb_iters"))
@@ -626,6 +678,7 @@ class Report:
         self.table3()
         self.table5()
         self.namespaces()
+        self.interposer()
         self.counters()
         self.vi_scale()
         self.paper_sharing()

@@ -9,7 +9,7 @@ landing on one; results.csv holds the median over rounds.  After the rounds,
 the VI-scale fleets and the paper's sharing example run once.  Every child runs
 in its own session under a timeout and is killed with its process group if
 it hangs.  VIPL_BENCH_PARTS (comma-separated, default all) picks the parts:
-latency, bandwidth, table5, namespaces, orb (per round), scale (once).
+latency, bandwidth, table5, namespaces, orb, interposer (per round), scale (once).
 """
 import csv
 import json
@@ -49,7 +49,12 @@ SCALE_TIMEOUT_S = 240
 # (10,000 null and 10,000 1 KiB calls: a few seconds a round).
 ORB_TRANSPORTS = ["tcp", "unix", "vipl"]
 ORB_ITERS = 10000
-ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb"]
+# The socket interposer (db-interconnect): one unmodified socket program (bench-sock on a
+# listening socket file, and on TCP loopback), run plain and under vipl-run, side by side
+# in each round.
+DB_LAT_SIZES = [8, 512, 4096, 65536]
+DB_VARIANTS = ["unix-path", "tcp"]
+ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interposer"]
 ALL_PARTS = ROUND_PARTS + ["scale"]
 PARTS = [p for p in os.environ.get("VIPL_BENCH_PARTS", ",".join(ALL_PARTS)).split(",") if p]
 
@@ -196,13 +201,14 @@ class Runner:
             log.close()
 
     # ------------------------------------------------- our own programs
-    def own(self, benchmark, transport, placement, binary, args, env=None, pair=None):
+    def own(self, benchmark, transport, placement, binary, args, env=None, pair=None,
+            wrap=()):
         path = self.binary(binary)
         if not path:
             self.fail(benchmark, transport, placement, f"{binary} was not built")
             return
         c, s = PLACEMENTS[placement]
-        cmd = [path, "--cpus", f"{c},{s}", "--timeout", str(TIMEOUT_S)] + args
+        cmd = list(wrap) + [path, "--cpus", f"{c},{s}", "--timeout", str(TIMEOUT_S)] + args
         try:
             out = self.run(cmd, env, TIMEOUT_S + 10)
         except Failure as e:
@@ -244,17 +250,18 @@ class Runner:
         if not seen:
             self.fail(benchmark, transport, placement, "no result in its output")
 
-    def own_lat(self, transport, placement, binary, extra=(), env=None, pair=None):
-        sizes = ",".join(map(str, LAT_SIZES))
+    def own_lat(self, transport, placement, binary, extra=(), env=None, pair=None, wrap=(),
+                sizes=LAT_SIZES):
+        sizes = ",".join(map(str, sizes))
         self.own("latency", transport, placement, binary,
                  ["--mode", "lat", "--sizes", sizes, "--iters", str(LAT_ITERS),
-                  "--max-ms", str(LAT_MAX_MS)] + list(extra), env, pair)
+                  "--max-ms", str(LAT_MAX_MS)] + list(extra), env, pair, wrap)
 
-    def own_bw(self, transport, placement, binary, extra=(), env=None):
+    def own_bw(self, transport, placement, binary, extra=(), env=None, wrap=()):
         sizes = ",".join(map(str, BW_SIZES))
         self.own("bandwidth", transport, placement, binary,
                  ["--mode", "bw", "--sizes", sizes, "--bytes", str(BW_BYTES),
-                  "--max-ms", str(BW_MAX_MS)] + list(extra), env)
+                  "--max-ms", str(BW_MAX_MS)] + list(extra), env, wrap=wrap)
 
     # ------------------------------------------------------------- UCX
     def ucx(self, mode, placement):
@@ -462,7 +469,7 @@ class Runner:
     def one_round(self):
         parts = {"latency": self.latency_round, "bandwidth": self.bandwidth_round,
                  "table5": self.table5_round, "namespaces": self.across_namespaces,
-                 "orb": self.orb_round}
+                 "orb": self.orb_round, "interposer": self.interposer_round}
         for part in ROUND_PARTS:
             if part in PARTS:
                 parts[part]()
@@ -487,6 +494,26 @@ class Runner:
             self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
             self.ucx("bw", placement)
             self.own_bw("fabric", placement, "bench-fabric")
+
+    def interposer_round(self):
+        """bench-sock plain and under vipl-run, one after the other, both placements."""
+        vipl_run = os.path.join(self.build, "db-interconnect", "vipl-run")
+        if not os.access(vipl_run, os.X_OK):
+            for v in DB_VARIANTS:
+                for placement in PLACEMENTS:
+                    self.fail("latency", f"db-vipl-{v}", placement, "vipl-run was not built")
+            return
+        # Alternate which runs first, round by round: neither always meets a warm cache.
+        order = [(), (vipl_run,)] if self.round % 2 else [(vipl_run,), ()]
+        for placement in PLACEMENTS:
+            for v in DB_VARIANTS:
+                for wrap in order:
+                    name = f"db-{'vipl' if wrap else 'plain'}-{v}"
+                    self.own_lat(name, placement, "bench-sock", ["--variant", v], wrap=wrap,
+                                 sizes=DB_LAT_SIZES)
+                for wrap in order:
+                    name = f"db-{'vipl' if wrap else 'plain'}-{v}"
+                    self.own_bw(name, placement, "bench-sock", ["--variant", v], wrap=wrap)
 
     def table5_round(self):
         self.postcost("vipl-spin", "0", "spin")

@@ -1,4 +1,5 @@
-// Blocking stream sockets, latency and bandwidth: --variant unix or tcp.
+// Blocking stream sockets, latency and bandwidth: --variant unix (a socketpair),
+// unix-path (a listening socket file) or tcp.
 #include "sock_peer.h"
 
 int main(int argc, char **argv) {

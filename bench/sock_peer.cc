@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <vector>
 
@@ -54,6 +55,19 @@ public:
         if (o.variant == "unix") {
             if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_) != 0)
                 fail("socketpair: %s", strerror(errno));
+        } else if (o.variant == "unix-path") {
+            // A listening socket file, as a server's: what an interposer can carry (a
+            // socketpair has no server to tell it apart from a plain one).
+            listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            sockaddr_un a{};
+            a.sun_family = AF_UNIX;
+            snprintf(a.sun_path, sizeof a.sun_path, "/tmp/bench-sock-%d.sock",
+                     static_cast<int>(getpid()));
+            unlink(a.sun_path);
+            if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
+                listen(listen_fd_, 1) != 0)
+                fail("unix listen: %s", strerror(errno));
+            std::memcpy(&unix_addr_, &a, sizeof a);
         } else if (o.variant == "tcp" && !o.server_host.empty()) {
             // Across namespaces: the server listens once it is in its own.
         } else if (o.variant == "tcp") {
@@ -67,7 +81,7 @@ public:
                 getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&addr_), &len) != 0)
                 fail("tcp listen: %s", strerror(errno));
         } else {
-            fail("--variant must be unix or tcp");
+            fail("--variant must be unix, unix-path or tcp");
         }
     }
     std::unique_ptr<Peer> open(const Options &o, bool server, int ctl) override {
@@ -81,6 +95,13 @@ public:
             fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
             if (fd < 0) fail("accept: %s", strerror(errno));
             close(listen_fd_);
+            if (o.variant == "unix-path") unlink(unix_addr_.sun_path);
+        } else if (o.variant == "unix-path") {
+            close(listen_fd_);
+            fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0 ||
+                connect(fd, reinterpret_cast<sockaddr *>(&unix_addr_), sizeof unix_addr_) != 0)
+                fail("unix connect: %s", strerror(errno));
         } else {
             close(listen_fd_);
             fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -123,6 +144,7 @@ private:
     int pair_[2] = {-1, -1};
     int listen_fd_ = -1;
     sockaddr_in addr_{};
+    sockaddr_un unix_addr_{};
 };
 
 } // namespace

@@ -23,6 +23,7 @@ enum class Kind : uint8_t {
     rts = 5,      // stream bytes the receiver RDMA-reads from the sender; uses one credit.
                   // Payload (kRtsSize): address u64, memory handle u32, length u32
     rts_done = 6, // the receiver has taken (or dropped) the bytes of the oldest rts
+    stop = 7,     // the sender reads no more: the receiver's writes fail (broken pipe)
 };
 
 constexpr uint32_t kHeaderSize = 8;
@@ -33,6 +34,12 @@ constexpr uint32_t kRtsSize = 16;
 // read into a program's buffer, a pull into heap memory would be one holder's only).
 // The peer sees it on the first credit message, before it may send any data.
 constexpr uint8_t kFlagNoRts = 1;
+// On a fin: the sender closed the stream (it reads no more either), rather than only
+// shutting down writing.  Sockets report the two differently (a unix socket hangs up).
+constexpr uint8_t kFlagClosed = 2;
+// On a fin: the sender's bytes go on over another channel from here (the socket
+// interposer hands a connection back to its kernel socket, before an exec).
+constexpr uint8_t kFlagSwitch = 4;
 
 struct Header {
     Kind kind;

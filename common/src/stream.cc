@@ -168,6 +168,16 @@ void Stream::shutdown_write(std::error_code &ec) {
     impl_->shutdown_write();
 }
 
+void Stream::shutdown_read(std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return;
+    }
+    ec.clear();
+    Impl::Guard g(*impl_);
+    impl_->shutdown_read();
+}
+
 std::error_code Stream::close(Deadline deadline) {
     if (!impl_) return not_connected();
     std::error_code ec = impl_->close(deadline);
@@ -184,9 +194,87 @@ bool Stream::shared_with_others() const noexcept {
     return is_open() && impl_->shared_with_others();
 }
 
+void Stream::finish() noexcept {
+    if (!is_open()) return;
+    Impl::Guard g(*impl_);
+    impl_->finish();
+}
+
+bool Stream::finished() noexcept {
+    if (!is_open()) return true;
+    Impl::Guard g(*impl_);
+    return impl_->finished();
+}
+
+std::error_code Stream::flush(Deadline deadline) noexcept {
+    if (!is_open()) return not_connected();
+    Impl::Guard g(*impl_);
+    Impl::State &t = *impl_->st;
+    std::error_code ec = impl_->wait_until(
+        [&] { return t.broken || (t.pending.empty() && t.free_slots.size() == impl_->nsend); },
+        deadline);
+    if (!ec && t.broken && !t.pending.empty()) ec = t.error;
+    return ec;
+}
+
+void Stream::switch_out(std::error_code &ec) {
+    if (!is_open()) {
+        ec = not_connected();
+        return;
+    }
+    ec.clear();
+    Impl::Guard g(*impl_);
+    impl_->switch_out();
+}
+
+bool Stream::peer_switched() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    return impl_->st->peer_switched;
+}
+
+bool Stream::switching() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    return impl_->st->peer_switched || impl_->st->switch_out;
+}
+
+bool Stream::peer_closed() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    return impl_->st->peer_closed;
+}
+
+bool Stream::peer_unread() const noexcept {
+    if (!is_open()) return false;
+    Impl::Guard g(*impl_);
+    const Impl::State &t = *impl_->st;
+    return t.credits < t.credits_max;
+}
+
 int Stream::fd() const noexcept {
     if (!impl_) return -1;
+    if (impl_->vi && !impl_->fd_given.exchange(true)) {
+        // From now on the stream keeps the fd truthful; make it so now.
+        Impl::Guard g(*impl_);
+        impl_->update_ready();
+    }
     return impl_->opt.ready_fd ? impl_->ep_fd : impl_->vi_fd;
+}
+
+int Stream::wait_fd() const noexcept {
+    return impl_ && impl_->vi ? impl_->vi_fd : -1;
+}
+
+short Stream::arm(short want) noexcept {
+    if (!is_open()) return 0;
+    Impl::Guard g(*impl_);
+    impl_->progress();
+    short ev = impl_->events();
+    if (ev & (want | POLLERR | POLLHUP)) return ev;
+    // Arming also makes the fd readable at once for what came since the look.
+    VipArmViWaitFd(impl_->vi);
+    return ev;
 }
 
 void Stream::set_fd_events(short events) noexcept {

@@ -122,8 +122,10 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     s->rdma_ok =
         !s->shared && (s->nic->attrs().RDMAReadSupport & VIP_SERVICE_RELIABLE_DELIVERY) != 0;
     va.EnableRdmaRead = s->rdma_ok ? VIP_TRUE : VIP_FALSE;
+    // The stream arms the wait fd itself, only when it may sleep or a program may poll
+    // fd(): a Done that finds nothing would make the peer ring for every message.
     if ((rc = VipCreateVi(s->nic->handle(), &va, nullptr, nullptr, &s->vi)) != VIP_SUCCESS ||
-        (rc = VipGetViWaitFd(s->vi, &s->vi_fd)) != VIP_SUCCESS) {
+        (rc = VipGetViWaitFdEx(s->vi, VIP_WAITFD_EXPLICIT_ARM, &s->vi_fd)) != VIP_SUCCESS) {
         ec = make_vip_error(rc);
         return nullptr;
     }
@@ -271,8 +273,8 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     // A shareable stream asked for no rts (kFlagNoRts): one is a broken protocol.
     bool ok = got >= kHeaderSize && h.length == got - kHeaderSize && h.length == want &&
               (h.kind != Kind::data || h.length > 0) &&
-              (h.kind >= Kind::data && h.kind <= Kind::rts_done) &&
-              !(shared && h.kind == Kind::rts) && !t.rq.full();
+              (h.kind >= Kind::data && h.kind <= Kind::stop) && !(shared && h.kind == Kind::rts) &&
+              !t.rq.full();
     if (!ok) {
         set_broken(std::make_error_code(std::errc::protocol_error));
         VipDisconnect(vi);
@@ -280,7 +282,10 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     }
     t.heard = true;
     if (h.flags & detail::kFlagNoRts) t.peer_no_rts = true;
-    t.credits += h.credits;
+    // A peer grants at most what it has buffers for: a larger sum is a broken (or
+    // hostile) peer, whose own buffers it would overrun; it must not wrap our count.
+    t.credits = std::min<uint32_t>(t.credits + h.credits, 1u << 20);
+    if (t.credits > t.credits_max) t.credits_max = t.credits;
     if (h.kind == Kind::data) {
         t.stats.messages_in++;
         t.stats.bytes_in += h.length;
@@ -310,12 +315,17 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     }
     t.stats.control_in++;
     if (h.kind == Kind::fin) {
+        if (h.flags & detail::kFlagClosed) t.peer_closed = true;
+        if (h.flags & detail::kFlagSwitch) t.peer_switched = true;
         t.fin_rx = true;
         t.need_fin_ack = true;
     } else if (h.kind == Kind::fin_ack) {
         t.fin_ack_rx = true;
     } else if (h.kind == Kind::rts_done && t.rts_posted > 0) {
         t.rts_posted--;
+    } else if (h.kind == Kind::stop) {
+        t.peer_stopped = true;
+        changed(); // a writer waiting for credits must fail now
     }
     repost(slot);
 }
@@ -390,6 +400,11 @@ bool Stream::Impl::front_ready(bool direct) const {
 
 size_t Stream::Impl::room() const {
     const State &t = *st;
+    if (!opt.hold_back) {
+        // Only what can be sent at once: a free buffer and a credit for each.
+        size_t sendable = t.credits > t.pending.size() ? t.credits - t.pending.size() : 0;
+        return std::min<size_t>(t.free_slots.size(), sendable) * payload;
+    }
     size_t n = static_cast<size_t>(t.free_slots.size()) * payload;
     if (!t.pending.empty() && !t.pending.back().zc) n += payload - t.pending.back().len;
     return n;
@@ -433,7 +448,10 @@ bool Stream::Impl::send_control(Kind kind) {
     if (t.broken || t.free_ctl.empty()) return false;
     uint32_t i = t.free_ctl.back();
     uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(t.owed, 0xffff));
-    detail::encode(cbuf(i), {kind, c, 0, header_flags()});
+    uint8_t flags = header_flags();
+    if (kind == Kind::fin && t.discarding) flags |= detail::kFlagClosed;
+    if (kind == Kind::fin && t.switch_out) flags |= detail::kFlagSwitch;
+    detail::encode(cbuf(i), {kind, c, 0, flags});
     VIP_DESCRIPTOR *d = &sdesc[nsend + i];
     fill(d, cbuf(i), kHeaderSize, mh);
     VIP_RETURN rc = VipPostSend(vi, d, mh);
@@ -452,6 +470,7 @@ void Stream::Impl::post_control() {
     if (t.broken) return;
     if (t.need_fin_ack && send_control(Kind::fin_ack)) t.need_fin_ack = false;
     while (t.need_rts_done > 0 && send_control(Kind::rts_done)) t.need_rts_done--;
+    if (t.stop_wanted && !t.stop_tx && send_control(Kind::stop)) t.stop_tx = true;
     // Batching keeps the peer's unprocessed credit messages within kCtlSlots (see header).
     if (t.owed >= batch) send_control(Kind::credit);
     if (t.fin_wanted && !t.fin_tx && t.pending.empty() && send_control(Kind::fin)) t.fin_tx = true;
@@ -462,7 +481,9 @@ SpinBudget Stream::Impl::spin_budget() const {
     if (!vi || !opt.spin_us ||
         VipViSpinBudget(vi, static_cast<VIP_UINT64>(opt.spin_us) * 1000, &b) != VIP_SUCCESS)
         return {};
-    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery)};
+    // No time with the peer's CPU known: the peer waits on this CPU (vipl_ext.h).
+    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery),
+            b.Nanoseconds == 0 && b.PeerCpuKnown};
 }
 
 short Stream::Impl::events() const {
@@ -491,9 +512,13 @@ size_t Stream::Impl::readable_bytes() const {
 }
 
 void Stream::Impl::update_ready() {
-    if (ev_fd < 0) return;
+    // Nobody polls fd() yet (Stream::fd() makes it truthful when it hands it out).
+    if (!fd_given.load(std::memory_order_relaxed)) return;
     State &t = *st;
     bool ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
+    // The program may sleep on fd() now: the VI's next event must make it readable.
+    if (!ready) VipArmViWaitFd(vi);
+    if (ev_fd < 0) return;
     if (ready && !t.ev_set) {
         uint64_t one = 1;
         ssize_t r = ::write(ev_fd, &one, sizeof one);

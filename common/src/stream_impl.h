@@ -55,7 +55,8 @@ namespace vipl {
 VIP_ULONG timeout_ms(Deadline deadline);
 
 struct Stream::Impl {
-    static constexpr uint32_t kCtlSlots = 8;
+    static constexpr uint32_t kCtlSlots =
+        9; // see the header: credits, fin, fin-ack, rts-dones, stop
     static constexpr uint32_t kCtlBufSize = 64;
     static constexpr uint32_t kRtsMax = 2;             // regions offered at a time
     static constexpr uint32_t kRegionMax = 512 * 1024; // bytes per region
@@ -95,6 +96,9 @@ struct Stream::Impl {
         detail::Ring<Msg> rq; // data taken off the VI, not yet read
         uint32_t owed = 0;    // credits to return to the peer
         bool fin_rx = false;
+        bool peer_closed = false;   // the fin said the peer closed (kFlagClosed)
+        bool peer_switched = false; // the fin said the peer goes on elsewhere (kFlagSwitch)
+        bool switch_out = false;    // our fin says so
         bool fin_ack_rx = false;
         bool need_fin_ack = false;
         bool discarding = false; // closing: data is dropped as it arrives
@@ -104,6 +108,7 @@ struct Stream::Impl {
 
         // Send side.
         uint32_t credits = 0;               // data messages we may send
+        uint32_t credits_max = 0;           // the most the peer ever granted at once
         detail::Stack<uint32_t> free_slots; // data send buffers
         detail::Stack<uint32_t> free_ctl;   // control send buffers
         detail::Ring<Out> pending;          // written, not posted yet (no credit)
@@ -112,6 +117,9 @@ struct Stream::Impl {
         bool peer_no_rts = false;           // the peer asked for no zero copy
         bool fin_wanted = false;
         bool fin_tx = false;
+        bool stop_wanted = false; // shutdown_read(): a stop goes out (once)
+        bool stop_tx = false;
+        bool peer_stopped = false; // the peer reads no more: writes fail
 
         bool connected = false; // start() ran
         bool broken = false;
@@ -181,7 +189,9 @@ struct Stream::Impl {
     size_t room() const;
     // write() would accept a byte, or fail at once.
     bool writable() const {
-        return st->broken || st->fin_wanted || !st->free_slots.empty() ||
+        if (st->broken || st->fin_wanted || st->peer_stopped) return true;
+        if (!opt.hold_back) return !st->free_slots.empty() && st->credits > st->pending.size();
+        return !st->free_slots.empty() ||
                (!st->pending.empty() && !st->pending.back().zc && st->pending.back().len < payload);
     }
     // The state as poll() bits (POLLIN, POLLOUT, POLLRDHUP, POLLHUP, POLLERR).
@@ -211,9 +221,13 @@ struct Stream::Impl {
     bool pullable() const;
     void pull_regions();
     void shutdown_write();
+    void switch_out();
+    void shutdown_read();
     // Orderly close in the last holder; in a holder with others alive, only this
     // process's copy goes (leave).  The Impl is empty afterwards.
     std::error_code close(Deadline deadline);
+    void finish();   // the first step of the orderly close (no waiting)
+    bool finished(); // the peer took everything, or the connection is over
     // Drops the connection for every holder at once, then this process's copy.
     void abort() noexcept;
     // Whether live processes other than this one hold the stream (shareable only).
@@ -248,6 +262,7 @@ struct Stream::Impl {
         return pulled.empty() || pulled[m.slot].empty() ? rbuf(m.slot) : pulled[m.slot].data();
     }
     uint8_t header_flags() const { return shared ? detail::kFlagNoRts : 0; }
+    // A fin from close() or finish() says so (discarding: nobody reads any more here).
 
     std::shared_ptr<detail::Nic> nic;
     StreamOptions opt;
@@ -278,9 +293,10 @@ struct Stream::Impl {
     int ep_fd = -1; // fd() with ready_fd: epoll of {vi_fd, ev_fd}
     int ev_fd = -1; // readable while data, end of stream or an error waits in the stream
     int kick_fd[kSleepSlots] = {-1, -1, -1, -1, -1, -1, -1, -1}; // shareable: sleeper slots
-    int gone_r = -1, gone_w = -1; // shareable: a pipe whose write end every holder keeps
-    uint64_t version_seen = 0;    // st->version when the lock was taken
-    int owner_pid = 0;            // the process that made the stream (owns its NIC)
+    int gone_r = -1, gone_w = -1;      // shareable: a pipe whose write end every holder keeps
+    uint64_t version_seen = 0;         // st->version when the lock was taken
+    std::atomic<bool> fd_given{false}; // fd() was handed out: keep it truthful (this process)
+    int owner_pid = 0;                 // the process that made the stream (owns its NIC)
 
     // Private streams only (zero copy).
     VIP_MEM_HANDLE zc_mh = 0;                 // the caller's memory during a zero-copy write
@@ -303,7 +319,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
         if (Clock::now() >= deadline) return std::make_error_code(std::errc::timed_out);
         Spin spin;
         if (opt.spin_us) spin.add(spin_budget());
-        if (!spin.empty()) {
+        if (spin.active()) {
             // Sleeping costs a wake-up of tens of microseconds: poll the VI first.  Other
             // holders take the lock between two looks.
             unlock();
@@ -315,7 +331,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
                 },
                 deadline);
             lock();
-            VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
+            if (!spin.empty()) VipViSpinOutcome(vi, got && spin.won() ? VIP_TRUE : VIP_FALSE);
             if (got) st->stats.spin_wins++;
             // A shareable stream's state may have moved since the look (another holder
             // took the lock): look again, and keep the lock until this one sleeps.

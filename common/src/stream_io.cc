@@ -108,7 +108,7 @@ std::size_t Stream::Impl::write(std::span<const std::byte> buf, Deadline deadlin
         ec = reset();
         return 0;
     }
-    if (st->fin_wanted) {
+    if (st->fin_wanted || st->peer_stopped) {
         ec = std::make_error_code(std::errc::broken_pipe);
         return 0;
     }
@@ -135,7 +135,10 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
     // Holders of a shareable stream may write at once: a blocking write that fits the
     // send buffers is copied in one go, once there is room for all of it, so that its
     // bytes stay together in the stream.
-    const bool whole = shared && !nonblocking.load(std::memory_order_relaxed) &&
+    // Without holding back, room means credits, which the peer returns in batches: a
+    // write waiting for more than it may ever get at once would wait for ever, so such
+    // writes go in parts (as a socket's large writes may).
+    const bool whole = shared && opt.hold_back && !nonblocking.load(std::memory_order_relaxed) &&
                        buf.size() <= static_cast<size_t>(nsend) * payload;
     size_t n = 0;
     auto can = [&] {
@@ -147,7 +150,7 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
             if (n == 0) ec = t.fin_rx ? std::make_error_code(std::errc::broken_pipe) : t.error;
             break;
         }
-        if (t.fin_wanted) { // shut down meanwhile (another holder or thread)
+        if (t.fin_wanted || t.peer_stopped) { // shut down meanwhile (a holder, the peer)
             if (n == 0) ec = std::make_error_code(std::errc::broken_pipe);
             break;
         }
@@ -160,7 +163,7 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
                 std::memcpy(sbuf(o.slot) + kHeaderSize + o.len, buf.data() + n, k);
                 o.len += static_cast<uint32_t>(k);
                 n += k;
-            } else if (!t.free_slots.empty()) {
+            } else if (!t.free_slots.empty() && (opt.hold_back || t.credits > t.pending.size())) {
                 t.pending.push_back({t.free_slots.back(), 0});
                 t.free_slots.pop_back();
             } else {
@@ -182,6 +185,11 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
     }
     update_ready();
     return n;
+}
+
+void Stream::Impl::switch_out() {
+    st->switch_out = true;
+    shutdown_write();
 }
 
 void Stream::Impl::shutdown_write() {
@@ -240,6 +248,36 @@ std::error_code Stream::Impl::close(Deadline deadline) {
     unlock();
     teardown();
     return result;
+}
+
+void Stream::Impl::shutdown_read() {
+    State &t = *st;
+    // What is here and what comes is dropped; the peer learns that its writes fail.
+    t.discarding = true;
+    while (!t.rq.empty()) consume_front();
+    t.stop_wanted = true;
+    progress();
+    update_ready();
+}
+
+void Stream::Impl::finish() {
+    State &t = *st;
+    if (t.poisoned || !t.connected || t.broken) return;
+    // As close(): nobody reads any more, so a peer blocked writing to us cannot keep us
+    // from sending our own data; what was written goes, then the end of stream.
+    t.discarding = true;
+    while (!t.rq.empty()) consume_front();
+    t.fin_wanted = true;
+    changed();
+    progress();
+}
+
+bool Stream::Impl::finished() {
+    State &t = *st;
+    if (t.poisoned || !t.connected || t.broken) return true;
+    // A piece of a region in flight must land before the buffers go (close() waits).
+    progress();
+    return t.broken || (t.fin_tx && t.fin_ack_rx && t.rdma_posted == 0);
 }
 
 void Stream::Impl::abort() noexcept {

@@ -134,8 +134,9 @@ void Stream::Impl::wake_sleepers() {
 
 bool Stream::Impl::sleep(Deadline deadline) {
     int ms = poll_ms(deadline);
+    // After the last look: the VI's next event (or one already there) wakes us.
+    VipArmViWaitFd(vi);
     if (!shared) {
-        // Every Done in progress() ran to VIP_NOT_DONE, which re-arms the wait fd.
         pollfd p{vi_fd, POLLIN, 0};
         return !(poll(&p, 1, ms) < 0 && errno == EINTR);
     }

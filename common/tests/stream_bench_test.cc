@@ -2,7 +2,9 @@
 // [.stream-bench]); it prints medians and asserts nothing timed.
 //
 //   vipl-common-tests "[.stream-bench]"      STREAM_BENCH_URI (vipl+shm://127.0.0.1),
-//                                            STREAM_BENCH_ROUNDS (3), STREAM_BENCH_ITERS (20000)
+//                                            STREAM_BENCH_ROUNDS (3), STREAM_BENCH_ITERS (20000),
+//                                            STREAM_BENCH_MODES (modes whose name has it),
+//                                            STREAM_BENCH_SAME=1 (both on CPU 0)
 //
 // The parent runs on CPU 0 and the echoing child on CPU 1 (when there are two).  Modes
 // alternate within each round, so a drifting host shifts them alike.
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 
 using namespace std::chrono_literals;
@@ -25,12 +28,21 @@ struct Mode {
     const char *name;
     uint32_t spin_us;
     bool poll_fd; // non-blocking reads, poll() on fd() when they would block
+    bool shareable = false;
+    bool ready_fd = true;      // without: fd() is the VI's wait fd (read() said would-block)
+    bool events_first = false; // asks events() before each read, sleeps when not POLLIN
 };
 
 const Mode kModes[] = {
-    {"spin (10 us), blocking read", 10, false},
-    {"no spin, blocking read", 0, false},
-    {"no spin, poll(fd()) + non-blocking read", 0, true},
+    {"private, spin (10 us), blocking read", 10, false},
+    {"private, no spin, blocking read", 0, false},
+    {"private, no spin, poll(fd()) + non-blocking", 0, true},
+    {"private, no spin, poll(VI fd), no ready_fd", 0, true, false, false},
+    {"private, no spin, events() + poll(fd())", 0, true, false, true, true},
+    {"private, no spin, events() + poll(VI fd), no ready_fd", 0, true, false, false, true},
+    {"shareable, spin (10 us), blocking read", 10, false, true},
+    {"shareable, no spin, blocking read", 0, false, true},
+    {"shareable, no spin, poll(fd()) + non-blocking", 0, true, true},
 };
 
 void pin(int cpu) {
@@ -45,6 +57,11 @@ void pin(int cpu) {
 bool read_full(vipl::Stream &s, std::span<std::byte> buf, const Mode &m) {
     size_t got = 0;
     for (int spins = 0; got < buf.size() && spins < 1000000; ++spins) {
+        if (m.events_first && !(s.events() & POLLIN)) {
+            pollfd p{s.fd(), POLLIN, 0};
+            poll(&p, 1, 5000);
+            continue;
+        }
         std::error_code ec;
         size_t n = s.read(buf.subspan(got), ec);
         if (ec == std::errc::operation_would_block) {
@@ -62,9 +79,12 @@ bool read_full(vipl::Stream &s, std::span<std::byte> buf, const Mode &m) {
 double run(const std::string &base, const Mode &m, int iters) {
     vipl::StreamOptions o;
     o.spin_us = m.spin_us;
+    o.shareable = m.shareable;
+    o.ready_fd = m.ready_fd;
     auto l = ct::bind_free(base, o);
+    const int peer_cpu = getenv("STREAM_BENCH_SAME") ? 0 : 1;
     int pid = ct::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
-        pin(1);
+        pin(peer_cpu);
         s.set_nonblocking(m.poll_fd);
         std::byte b[8];
         for (;;) {
@@ -103,17 +123,21 @@ TEST_CASE("stream: 8-byte round trips between two processes", "[.stream-bench]")
     const std::string base = uri ? uri : "vipl+shm://127.0.0.1";
     const int rounds = rounds_env ? atoi(rounds_env) : 3;
     const int iters = iters_env ? atoi(iters_env) : 20000;
+    const char *only = getenv("STREAM_BENCH_MODES");
+    std::vector<Mode> modes;
+    for (const Mode &m : kModes)
+        if (!only || std::strstr(m.name, only)) modes.push_back(m);
     std::map<std::string, std::vector<double>> medians;
     for (int r = 0; r < rounds; ++r)
-        for (const Mode &m : kModes) {
+        for (const Mode &m : modes) {
             double med = run(base, m, iters);
             medians[m.name].push_back(med);
-            std::printf("round %d  %-44s %8.2f us\n", r, m.name, med / 1000);
+            std::printf("round %d  %-48s %8.2f us\n", r, m.name, med / 1000);
         }
     std::printf("%s, median of %d rounds, round trip:\n", base.c_str(), rounds);
-    for (const Mode &m : kModes) {
+    for (const Mode &m : modes) {
         auto v = medians[m.name];
         std::sort(v.begin(), v.end());
-        std::printf("  %-44s %8.2f us\n", m.name, v[v.size() / 2] / 1000);
+        std::printf("  %-48s %8.2f us\n", m.name, v[v.size() / 2] / 1000);
     }
 }

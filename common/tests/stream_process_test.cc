@@ -147,6 +147,7 @@ TEST_CASE("stream: orderly close delivers everything written before it") {
 
 TEST_CASE("stream: a peer killed mid-transfer gives an error, not a hang") {
     std::string base = CT_PROVIDER();
+    INFO(base);
     auto l = ct::bind_free(base);
     int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) -> int {
         std::vector<std::byte> buf(100000);

@@ -1,7 +1,7 @@
 // Shareable streams under stress: holders killed idle, asleep or in the middle of a
 // write; threads of one process reading and writing at once; a thousand fork/close
 // cycles that must leave no descriptor or mapping behind.
-#include "share_helpers.h"
+#include "share_util.h"
 
 #include <signal.h>
 #include <sys/wait.h>

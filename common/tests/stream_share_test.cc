@@ -1,7 +1,7 @@
 // Shareable streams across fork: a child serves a connection its parent accepted, the
 // parent's close is invisible, the last holder's close is the orderly one, holders write
 // and read at once, abort resets everybody, a private peer works both ways.
-#include "share_helpers.h"
+#include "share_util.h"
 
 #include <unistd.h>
 
@@ -247,4 +247,26 @@ TEST_CASE("shareable: connect() makes one too, shared with the children forked a
     CHECK(!ec);
     CHECK(ct::wait_child(child) == 0);
     CHECK(!server.close(deadline_in(5s)));
+}
+
+TEST_CASE("shareable: a child destroys the Listener it inherited; the parent accepts on") {
+    std::string base = CT_PROVIDER();
+    INFO(base);
+    auto l = ct::bind_free(base, ct::shareable());
+    int child = ct::spawn([&] {
+        vipl::Listener gone = std::move(l); // destroyed here, in the child
+        return 0;
+    });
+    CHECK(ct::wait_child(child) == 0);
+    for (int i = 0; i < 3; ++i) {
+        int peer = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
+            std::error_code ec;
+            return s.write(ct::bytes("hi"), ec) == 2 && !s.close(deadline_in(5s)) ? 0 : 10;
+        });
+        auto s = ct::accept_one(l);
+        std::byte b[2];
+        CHECK(ct::read_exact(s, b, 2));
+        CHECK(!s.close(deadline_in(5s)));
+        CHECK(ct::wait_child(peer) == 0);
+    }
 }

@@ -18,7 +18,19 @@ namespace {
 // Whether calls on this socket may go straight to the kernel without looking further.
 inline bool kernel_only(Sock *s) {
     SockState st = s->state.load(std::memory_order_acquire);
-    return st == SockState::plain || st == SockState::fresh || st == SockState::listening;
+    if (st == SockState::plain) return !has_prefix(s) && s->pre_bytes == 0;
+    return st == SockState::fresh || st == SockState::listening;
+}
+
+// The sender a connected stream's recvfrom/recvmsg names, as the kernel's would: a unix
+// connection names the peer's address (the listener's path, for a client), TCP none.
+void name_sender(int fd, sockaddr *from, socklen_t *len) {
+    Sock *s = tracked(fd);
+    if (!s || s->state.load() != SockState::vipl) return;
+    // An unbound peer (a client's end, usually) has no address: length 0, not a family.
+    if (s->family != AF_UNIX || getpeername(fd, from, len) != 0 ||
+        *len <= static_cast<socklen_t>(sizeof(sa_family_t)))
+        *len = 0;
 }
 
 template <class Kernel>
@@ -87,11 +99,7 @@ __attribute__((visibility("default"))) ssize_t recvfrom(int fd, void *buf, size_
     iovec v{buf, len};
     ssize_t r =
         in(fd, &v, 1, flags, [&] { return real().recvfrom(fd, buf, len, flags, from, fromlen); });
-    // A connected stream names no sender (the kernel's TCP says so with length 0).
-    if (r >= 0 && from && fromlen) {
-        Sock *s = tracked(fd);
-        if (s && s->state.load() == SockState::vipl) *fromlen = 0;
-    }
+    if (r >= 0 && from && fromlen) name_sender(fd, from, fromlen);
     return r;
 }
 
@@ -107,7 +115,10 @@ __attribute__((visibility("default"))) ssize_t recvmsg(int fd, msghdr *msg, int 
                    [&] { return real().recvmsg(fd, msg, flags); });
     Sock *s = tracked(fd);
     if (r >= 0 && s && s->state.load() == SockState::vipl) {
-        msg->msg_namelen = 0;
+        if (msg->msg_name)
+            name_sender(fd, static_cast<sockaddr *>(msg->msg_name), &msg->msg_namelen);
+        else
+            msg->msg_namelen = 0;
         msg->msg_controllen = 0;
         msg->msg_flags = 0;
     }

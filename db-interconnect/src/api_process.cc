@@ -2,6 +2,7 @@
 #include "api.h"
 
 #include "config.h"
+#include "handover.h"
 #include "log.h"
 #include "real.h"
 #include "signals.h"
@@ -11,7 +12,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,9 +39,14 @@ void save_env() {
 }
 
 // envp with whatever of inherited_env() it lacks (by name).
-char *const *exec_env(char *const envp[], std::vector<char *> &out) {
+char *const *exec_env(char *const envp[], std::vector<char *> &out, std::string &handover) {
     out.clear();
-    for (char *const *e = envp; e && *e; ++e) out.push_back(*e);
+    for (char *const *e = envp; e && *e; ++e)
+        if (std::strncmp(*e, "VIPL_HANDOVER=", 14) != 0) out.push_back(*e);
+    if (!handover.empty()) {
+        handover = std::string(kHandoverVar) + "=" + handover;
+        out.push_back(handover.data());
+    }
     size_t given = out.size();
     for (std::string &kv : inherited_env()) {
         size_t eq = kv.find('=');
@@ -61,22 +69,11 @@ void collect(int fd, File *f, void *arg) {
     if (Sock *s = as_sock(f); s && file_try_acquire(s)) v->push_back({fd, s});
 }
 
-// A connection that rides vipl cannot follow into a new program image (the stream's
-// state lives in this one): it is left to the kernel connection there, so say so.
-void before_exec() {
-    if (passthrough()) return;
-    std::vector<Held> held;
-    fd_for_each(collect, &held);
-    for (Held &h : held) {
-        if (h.sock->state.load() == SockState::vipl) {
-            int fl = real().fcntl(h.fd, F_GETFD);
-            if (fl >= 0 && !(fl & FD_CLOEXEC))
-                VIPL_DB_ERROR("fd %d rides vipl and stays open across exec: the new program "
-                              "cannot use it",
-                              h.fd);
-        }
-        file_release(h.sock);
-    }
+// Connections that ride vipl and stay open go back to their kernel sockets first (the
+// stream's state lives in this image); the new image learns what is due first.
+std::string before_exec() {
+    if (passthrough() || !config().enable) return "";
+    return handover_before_exec();
 }
 
 void child_after_fork() {
@@ -125,6 +122,7 @@ __attribute__((visibility("default"))) pid_t fork(void) {
         if (p == 0) {
             child_after_fork();
             reopen_stats();
+            linger_after_fork_child();
         }
         return p;
     }
@@ -134,13 +132,18 @@ __attribute__((visibility("default"))) pid_t fork(void) {
         Inside in;
         for (Held &h : held) {
             SockState st = h.sock->state.load();
-            if (st == SockState::hello_sent || st == SockState::connecting)
+            if (st == SockState::hello_sent || st == SockState::connecting ||
+                st == SockState::accepting)
                 sock_before_fork(h.sock, h.fd);
         }
     }
     // Every lock of ours is taken around the fork, so the child finds none held by a
-    // thread it does not have.
-    for (Held &h : held) h.sock->mu.lock();
+    // thread it does not have (each socket's once: dups share one).
+    std::vector<Sock *> socks;
+    for (Held &h : held) socks.push_back(h.sock);
+    std::sort(socks.begin(), socks.end());
+    socks.erase(std::unique(socks.begin(), socks.end()), socks.end());
+    for (Sock *s : socks) s->mu.lock();
     std::mutex &pools = sock_pool_lock(), &stats = stat_lock(), &ep = epoll_lock();
     pools.lock();
     stats.lock();
@@ -154,10 +157,11 @@ __attribute__((visibility("default"))) pid_t fork(void) {
     ep.unlock();
     stats.unlock();
     pools.unlock();
-    for (Held &h : held) h.sock->mu.unlock();
+    for (Sock *s : socks) s->mu.unlock();
     if (pid == 0) {
         child_after_fork();
         reopen_stats();
+        linger_after_fork_child();
     }
     for (Held &h : held) file_release(h.sock);
     errno = saved;
@@ -166,41 +170,41 @@ __attribute__((visibility("default"))) pid_t fork(void) {
 
 __attribute__((visibility("default"))) int execve(const char *path, char *const argv[],
                                                   char *const envp[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execve(path, argv, exec_env(envp, env));
+    return real().execve(path, argv, exec_env(envp, env, handover));
 }
 
 __attribute__((visibility("default"))) int execveat(int dirfd, const char *path, char *const argv[],
                                                     char *const envp[], int flags) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execveat(dirfd, path, argv, exec_env(envp, env), flags);
+    return real().execveat(dirfd, path, argv, exec_env(envp, env, handover), flags);
 }
 
 __attribute__((visibility("default"))) int fexecve(int fd, char *const argv[], char *const envp[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().fexecve(fd, argv, exec_env(envp, env));
+    return real().fexecve(fd, argv, exec_env(envp, env, handover));
 }
 
 __attribute__((visibility("default"))) int execv(const char *path, char *const argv[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execve(path, argv, exec_env(environ, env));
+    return real().execve(path, argv, exec_env(environ, env, handover));
 }
 
 __attribute__((visibility("default"))) int execvpe(const char *file, char *const argv[],
                                                    char *const envp[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execvpe(file, argv, exec_env(envp, env));
+    return real().execvpe(file, argv, exec_env(envp, env, handover));
 }
 
 __attribute__((visibility("default"))) int execvp(const char *file, char *const argv[]) {
-    before_exec();
+    std::string handover = before_exec();
     std::vector<char *> env;
-    return real().execvpe(file, argv, exec_env(environ, env));
+    return real().execvpe(file, argv, exec_env(environ, env, handover));
 }
 
 static std::vector<char *> va_argv(const char *arg0, va_list ap, char *const **envp) {
@@ -287,30 +291,36 @@ __attribute__((visibility("default"))) int siginterrupt(int sig, int flag) {
 
 namespace {
 
+// At exit, the kernel would deliver what the program wrote and then end its connections:
+// every stream still open finishes (others holding it keep it), then all are waited for
+// together (linger.cc).
 void close_at_exit(int fd, File *f, void *) {
     Sock *s = as_sock(f);
     if (!s || s->state.load() != SockState::vipl || !file_try_acquire(s)) return;
     {
         std::lock_guard<std::mutex> g(s->mu);
-        Inside in;
-        if (s->stream.is_open()) {
-            // The bytes this process wrote reach the peer before it sees the end, as
-            // the kernel would deliver them after an exit.
-            s->stream.close(vipl::deadline_in(std::chrono::milliseconds(config().linger_ms)));
-        }
+        if (s->stream.is_open()) linger_stream(std::move(s->stream));
     }
     file_release(s);
 }
 
 __attribute__((constructor)) void vipl_db_init() {
     real();
+    // Connections a program image before us handed over at exec (handover.h).
+    handover_adopt();
+    // A stream's bytes in flight (DB_RECV_BUFFERS x DB_BUFFER_SIZE) must fit the shm
+    // ring, so that a writer's posts are in the ring when its send returns and the
+    // reader needs nothing more of it; libvipl's default ring (8 KiB) is for messages.
+    if (!getenv("VIPL_SHM_RING_SIZE")) setenv("VIPL_SHM_RING_SIZE", "1048576", 0);
     config();
     for (const std::string &p : config_problems()) VIPL_DB_ERROR("%s", p.c_str());
     save_env();
 }
 
 __attribute__((destructor)) void vipl_db_fini() {
-    if (config().enable) fd_for_each(close_at_exit, nullptr);
+    if (!config().enable) return;
+    fd_for_each(close_at_exit, nullptr);
+    linger_at_exit();
 }
 
 } // namespace

@@ -196,21 +196,10 @@ __attribute__((visibility("default"))) int close(int fd) {
     if (passthrough()) return real().close(fd);
     File *f = fd_peek(fd);
     if (!f) return real().close(fd);
-    Sock *s = as_sock(f);
-    if (s && s->slots.load() == 1 && s->state.load() == SockState::hello_sent) {
-        // Closed before its server decided: what the program wrote must still reach it.
-        FileRef ref(fd_acquire(fd));
-        if (ref.get() == s)
-            guarded(
-                [&] {
-                    sock_before_fork(s, fd);
-                    return 0;
-                },
-                0);
-    }
     File *old = fd_remove(fd);
     int r = real().close(fd);
     int saved = errno;
+    linger_reap();
     if (old)
         guarded(
             [&] {

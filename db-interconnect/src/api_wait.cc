@@ -24,6 +24,7 @@ template <class Kernel>
 int wait_epoll(int epfd, epoll_event *ev, int max, Deadline dl, const sigset_t *mask,
                Kernel kernel) {
     if (passthrough()) return kernel();
+    linger_reap();
     EpollSet *set = as_epoll(fd_peek(epfd));
     if (!set || !epoll_has_members(set)) return kernel();
     FileRef ref(fd_acquire(epfd));
@@ -38,12 +39,14 @@ extern "C" {
 
 __attribute__((visibility("default"))) int ppoll(pollfd *fds, nfds_t n, const timespec *ts,
                                                  const sigset_t *mask) {
+    if (!passthrough()) linger_reap();
     if (passthrough() || !poll_has_tracked(fds, n)) return real().ppoll(fds, n, ts, mask);
     Inside in;
     return guarded([&] { return poll_tracked(fds, n, deadline_after(ts), mask); }, -1);
 }
 
 __attribute__((visibility("default"))) int poll(pollfd *fds, nfds_t n, int ms) {
+    if (!passthrough()) linger_reap();
     if (passthrough() || !poll_has_tracked(fds, n)) return real().poll(fds, n, ms);
     Inside in;
     return guarded([&] { return poll_tracked(fds, n, deadline_after_ms(ms), nullptr); }, -1);
@@ -65,6 +68,7 @@ __attribute__((visibility("default"))) int __ppoll_chk(pollfd *fds, nfds_t n, co
 
 __attribute__((visibility("default"))) int select(int nfds, fd_set *r, fd_set *w, fd_set *e,
                                                   timeval *tv) {
+    if (!passthrough()) linger_reap();
     if (passthrough() || !select_has_tracked(nfds, r, w, e))
         return real().select(nfds, r, w, e, tv);
     Deadline dl = tv ? Clock::now() + std::chrono::seconds(tv->tv_sec) +
@@ -78,6 +82,7 @@ __attribute__((visibility("default"))) int select(int nfds, fd_set *r, fd_set *w
 
 __attribute__((visibility("default"))) int pselect(int nfds, fd_set *r, fd_set *w, fd_set *e,
                                                    const timespec *ts, const sigset_t *mask) {
+    if (!passthrough()) linger_reap();
     if (passthrough() || !select_has_tracked(nfds, r, w, e))
         return real().pselect(nfds, r, w, e, ts, mask);
     Inside in;

@@ -45,8 +45,10 @@ const Row kRows[] = {
       "microseconds a waiter polls its streams before sleeping (the base of libvipl's "
       "adaptive spin policy; 0: never spin)"},
      &Config::spin_us},
-    {{"DB_BUFFER_SIZE", "u32", "65536", 512, 16 * 1024 * 1024,
-      "payload bytes of each stream buffer (the connecting side's value wins)"},
+    {{"DB_BUFFER_SIZE", "u32", "32768", 512, 16 * 1024 * 1024,
+      "payload bytes of each stream buffer (the connecting side's value wins); with "
+      "DB_RECV_BUFFERS it bounds the bytes in flight, which must fit the shm ring "
+      "(VIPL_SHM_RING_SIZE, made 1 MiB unless set) for a writer never to be needed again"},
      &Config::buffer_size},
     {{"DB_RECV_BUFFERS", "u32", "16", 1, 1024, "receive buffers (credits) per connection"},
      &Config::recv_buffers},

@@ -24,7 +24,7 @@ struct Config {
     Rules connect; // same-host destinations a client tries (those with a marker)
     Rules remote;  // destinations on other hosts that run the interconnect (tcp provider)
     uint32_t spin_us = 20;
-    uint32_t buffer_size = 64 * 1024;
+    uint32_t buffer_size = 32 * 1024;
     uint32_t recv_buffers = 16;
     uint32_t send_buffers = 16;
     uint32_t linger_ms = 5000;

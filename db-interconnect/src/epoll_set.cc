@@ -41,16 +41,45 @@ bool set_usable(EpollSet *set) {
     return set->last_fd >= 0 && fd_peek(set->last_fd) == set;
 }
 
+void unregister2(Member *m, int epfd) {
+    if (m->own_fd2 >= 0) {
+        if (epfd >= 0) real().epoll_ctl(epfd, EPOLL_CTL_DEL, m->own_fd2, nullptr);
+        real().close(m->own_fd2);
+    }
+    m->own_fd2 = m->watched2 = -1;
+}
+
 void unregister(Member *m, int epfd) {
     if (m->under_fd >= 0 && epfd >= 0) real().epoll_ctl(epfd, EPOLL_CTL_DEL, m->under_fd, nullptr);
     if (m->own_fd >= 0) real().close(m->own_fd);
     m->under_fd = m->own_fd = -1;
     m->under_events = 0;
+    unregister2(m, epfd);
+}
+
+// The second registration (a rendezvous's listener while the socket accepts).
+void sync2(Member *m, int epfd, int want_fd) {
+    if (want_fd == m->watched2) return;
+    unregister2(m, epfd);
+    if (want_fd < 0) return;
+    m->own_fd2 = real().fcntl(want_fd, F_DUPFD_CLOEXEC, 0);
+    if (m->own_fd2 < 0) return;
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.u64 = m->tag ^ 2;
+    if (real().epoll_ctl(epfd, EPOLL_CTL_ADD, m->own_fd2, &e) != 0) {
+        real().close(m->own_fd2);
+        m->own_fd2 = -1;
+        return;
+    }
+    m->watched2 = want_fd;
 }
 
 // Registers in the kernel set what the member's socket needs now (g_lock held).
 int sync(Member *m, int epfd, bool force) {
+    if (force) m->edge_fresh = true;
     Under u = sock_under(m->sock, m->fd, want_of(m));
+    sync2(m, epfd, u.fd2);
     uint32_t ev =
         (static_cast<uint16_t>(u.events) & kEventBits) | (m->app.events & (EPOLLET | EPOLLONESHOT));
     int target = u.fd;
@@ -89,9 +118,20 @@ void drop(Member *m) {
     set->nmembers.fetch_sub(1, std::memory_order_relaxed);
     set->by_fd.erase(m->fd);
     set->by_tag.erase(m->tag);
+    set->by_tag.erase(m->tag ^ 2);
     auto &v = m->sock->members;
     v.erase(std::remove(v.begin(), v.end(), m), v.end());
     delete m;
+}
+
+// Edge-triggered members: what of r is an edge (not reported since the program last met
+// EAGAIN on it, or more arrived since); records r.  g_lock held; m still a member.
+short edge_filter(Member *m, short r, uint64_t arrived) {
+    short fresh = static_cast<short>(r & ~m->edge_bits);
+    if (arrived != m->edge_seen) fresh |= static_cast<short>(r & POLLIN);
+    m->edge_bits = r;
+    m->edge_seen = arrived;
+    return fresh ? r : 0;
 }
 
 struct Snap {
@@ -101,10 +141,13 @@ struct Snap {
     epoll_data_t data;
     Member *m;
     bool oneshot;
+    bool edge = false;
+    bool look = true; // looked at before sleeping (else only armed)
 };
 
 thread_local std::vector<Snap> t_snap;
 thread_local std::vector<bool> t_hit;
+thread_local std::vector<Member *> t_seen;
 
 } // namespace
 
@@ -131,7 +174,8 @@ void epoll_set_destroy(EpollSet *set) noexcept {
     for (auto &[fd, m] : set->by_fd) all.push_back(m);
     for (Member *m : all) {
         if (m->own_fd >= 0) real().close(m->own_fd);
-        m->own_fd = -1;
+        if (m->own_fd2 >= 0) real().close(m->own_fd2);
+        m->own_fd = m->own_fd2 = -1;
         drop(m);
     }
     set->by_fd.clear();
@@ -156,6 +200,12 @@ void epoll_sock_changed(Sock *s) noexcept {
     }
 }
 
+void epoll_sock_drained(Sock *s, short bits) noexcept {
+    std::lock_guard<std::mutex> g(g_lock);
+    for (Member *m : s->members)
+        if (m->app.events & EPOLLET) m->edge_bits = static_cast<short>(m->edge_bits & ~bits);
+}
+
 void epoll_sock_gone(Sock *s) noexcept {
     std::lock_guard<std::mutex> g(g_lock);
     Inside in;
@@ -170,6 +220,7 @@ void epoll_sock_gone(Sock *s) noexcept {
             m->set->stale.insert(m->tag);
         if (m->own_fd >= 0) real().close(m->own_fd);
         m->own_fd = -1;
+        unregister2(m, set_usable(m->set) ? m->set->last_fd : -1);
         drop(m);
     }
     s->members.clear();
@@ -218,6 +269,7 @@ int epoll_ctl_member(EpollSet *set, int epfd, int op, int fd, Sock *s, epoll_eve
         m->app = *ev;
         m->tag = reinterpret_cast<uint64_t>(m) ^ tag_key();
         set->stale.erase(m->tag);
+        set->stale.erase(m->tag ^ 2);
         if (sync(m, epfd, true) != 0) {
             int err = errno;
             delete m;
@@ -226,6 +278,7 @@ int epoll_ctl_member(EpollSet *set, int epfd, int op, int fd, Sock *s, epoll_eve
         }
         set->by_fd[fd] = m;
         set->by_tag[m->tag] = m;
+        set->by_tag[m->tag ^ 2] = m;
         set->nmembers.fetch_add(1, std::memory_order_relaxed);
         s->members.push_back(m);
         return 0;
@@ -253,7 +306,9 @@ namespace {
 
 // Turns what the kernel reported into the program's events, in place; returns how many
 // remain.  Tags of members become their socket's real readiness.
-int translate(EpollSet *set, epoll_event *ev, int n) {
+// `seen`: members reported already in this call (one event per registration, as the
+// kernel gives; the second registration of a member must not make a second event).
+int translate(EpollSet *set, epoll_event *ev, int n, std::vector<Member *> &seen) {
     int out = 0;
     for (int i = 0; i < n; ++i) {
         uint64_t d = ev[i].data.u64;
@@ -264,11 +319,17 @@ int translate(EpollSet *set, epoll_event *ev, int n) {
             auto it = set->by_tag.find(d);
             if (it != set->by_tag.end()) {
                 m = it->second;
-                if (m->disabled || !file_try_acquire(m->sock)) {
+                if (m->disabled || std::find(seen.begin(), seen.end(), m) != seen.end() ||
+                    !file_try_acquire(m->sock)) {
                     continue;
                 }
-                snap = {m->sock,     m->fd, want_of(m),
-                        m->app.data, m,     (m->app.events & EPOLLONESHOT) != 0};
+                snap = {m->sock,
+                        m->fd,
+                        want_of(m),
+                        m->app.data,
+                        m,
+                        (m->app.events & EPOLLONESHOT) != 0,
+                        (m->app.events & EPOLLET) != 0};
             }
         }
         if (!m) {
@@ -280,11 +341,20 @@ int translate(EpollSet *set, epoll_event *ev, int n) {
             continue;
         }
         Under u;
-        short kernel = static_cast<short>(ev[i].events & 0xffff);
+        // An event of the second registration (a rendezvous's listener) says nothing
+        // about the kernel connection: only "look again".
+        short kernel = d == (m->tag ^ 2) ? 0 : static_cast<short>(ev[i].events & 0xffff);
         bool stream_reg = sock_under(snap.sock, snap.fd, snap.want).stream;
-        short r = sock_poll(snap.sock, snap.fd, snap.want, stream_reg ? 0 : kernel, &u);
+        short r = sock_poll(snap.sock, snap.fd, snap.want, stream_reg ? 0 : kernel, &u, snap.edge);
+        if (r && snap.edge && stream_reg) {
+            // A stream's descriptor wakes for any of its events: only edges count.
+            uint64_t arrived = sock_arrivals(snap.sock);
+            std::lock_guard<std::mutex> g(g_lock);
+            if (set->by_tag.count(d)) r = edge_filter(m, r, arrived);
+        }
         file_release(snap.sock);
         if (!r) continue;
+        seen.push_back(m);
         if (snap.oneshot) {
             std::lock_guard<std::mutex> g(g_lock);
             if (set->by_tag.count(d)) m->disabled = true;
@@ -323,8 +393,10 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
         return -1;
     }
     std::vector<Snap> &snap = t_snap;
+    std::vector<Member *> &seen = t_seen;
     for (;;) {
         snap.clear();
+        seen.clear();
         {
             std::lock_guard<std::mutex> g(g_lock);
             Inside in;
@@ -333,11 +405,16 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                 if (m->dirty) sync(m, epfd, false);
                 // Level-triggered stream members are looked at before sleeping: what a
                 // stream holds already makes no new event on its descriptor.
-                if (m->disabled || (m->app.events & EPOLLET)) continue;
+                if (m->disabled) continue;
                 if (m->sock->state.load(std::memory_order_acquire) != SockState::vipl) continue;
                 if (!file_try_acquire(m->sock)) continue;
+                // Edge-triggered ones are looked at only once after (re)registration (the
+                // kernel reports a ready descriptor when it is added); then their events
+                // say.  All are armed before the sleep.
+                bool edge = (m->app.events & EPOLLET) != 0;
                 snap.push_back({m->sock, m->fd, want_of(m), m->app.data, m,
-                                (m->app.events & EPOLLONESHOT) != 0});
+                                (m->app.events & EPOLLONESHOT) != 0, edge, !edge || m->edge_fresh});
+                m->edge_fresh = false;
             }
         }
         int n = 0;
@@ -348,12 +425,20 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
         // then spin while libvipl's policy says it pays.
         auto look = [&] {
             for (size_t i = 0; i < snap.size() && n < max; ++i) {
-                if (hit[i]) continue;
+                if (hit[i] || !snap[i].look) continue;
                 Snap &sn = snap[i];
                 Under u;
-                short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u);
+                short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u, sn.edge);
                 if (!r) continue;
                 hit[i] = true;
+                seen.push_back(sn.m);
+                if (sn.edge) {
+                    uint64_t arrived = sock_arrivals(sn.sock);
+                    std::lock_guard<std::mutex> g(g_lock);
+                    auto it = set->by_fd.find(sn.fd);
+                    if (it != set->by_fd.end() && it->second == sn.m)
+                        edge_filter(sn.m, r, arrived); // what is there when registered counts
+                }
                 out[n].events = static_cast<uint16_t>(r);
                 out[n].data = sn.data;
                 ++n;
@@ -373,17 +458,43 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                 spin.report(of, got, hit[i]);
             }
         }
+        // About to sleep: every stream arms its wait fd (libvipl rings it at the next
+        // event only then), which also tells what came since the last look.
+        if (n == 0)
+            for (size_t i = 0; i < snap.size() && n < max; ++i) {
+                Snap &sn = snap[i];
+                short r = sock_arm(sn.sock, sn.fd, sn.want, sn.edge);
+                if (r && sn.edge) {
+                    // Arming takes what arrived: an edge found here is reported here.
+                    uint64_t arrived = sock_arrivals(sn.sock);
+                    std::lock_guard<std::mutex> g(g_lock);
+                    auto it = set->by_fd.find(sn.fd);
+                    r = it != set->by_fd.end() && it->second == sn.m ? edge_filter(sn.m, r, arrived)
+                                                                     : 0;
+                }
+                if (!r) continue;
+                out[n].events = static_cast<uint16_t>(r);
+                out[n].data = sn.data;
+                ++n;
+                seen.push_back(sn.m);
+                if (sn.oneshot) {
+                    std::lock_guard<std::mutex> g(g_lock);
+                    auto it = set->by_fd.find(sn.fd);
+                    if (it != set->by_fd.end() && it->second == sn.m) sn.m->disabled = true;
+                }
+            }
         for (Snap &sn : snap) file_release(sn.sock);
         snap.clear();
         if (n > 0) {
             // Add what the kernel has ready now, without waiting.
             int k = kernel_wait(epfd, out + n, max - n, Clock::now(), nullptr);
-            if (k > 0) n += translate(set, out + n, k);
+            if (k > 0) n += translate(set, out + n, k, seen);
             return n;
         }
         int k = kernel_wait(epfd, out, max, dl, mask);
         if (k <= 0) return k;
-        n = translate(set, out, k);
+        seen.clear();
+        n = translate(set, out, k, seen);
         if (n > 0) return n;
         if (Clock::now() >= dl) return 0;
     }

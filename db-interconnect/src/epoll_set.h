@@ -42,9 +42,14 @@ struct Member {
     int under_fd = -1;    // what the kernel set watches for it now (-1: nothing)
     int own_fd = -1;      // a duplicate of the stream's descriptor, when a set holds two
     uint32_t under_events = 0;
-    uint64_t tag = 0;
-    bool dirty = true;     // the socket changed: register what it needs now
-    bool disabled = false; // EPOLLONESHOT reported
+    int watched2 = -1;      // the second descriptor sock_under asked for (a rendezvous's)...
+    int own_fd2 = -1;       // ...registered through a duplicate of ours, so that we alone end it
+    uint64_t tag = 0;       // data of its registrations: tag, and tag ^ 2 for the second
+    bool dirty = true;      // the socket changed: register what it needs now
+    bool disabled = false;  // EPOLLONESHOT reported
+    bool edge_fresh = true; // EPOLLET, just (re)registered: what is there counts as new
+    short edge_bits = 0;    // EPOLLET: what was reported last (a bit reports again once
+    uint64_t edge_seen = 0; // the program met EAGAIN on it, or more arrived since)
 };
 
 struct EpollSet : File {
@@ -65,6 +70,9 @@ EpollSet *epoll_set_new() noexcept;
 void epoll_sock_changed(Sock *s) noexcept;
 // The socket is being destroyed: unregister it everywhere.
 void epoll_sock_gone(Sock *s) noexcept;
+// A read (POLLIN) or write (POLLOUT) on the socket would block: edge-triggered waiters
+// get that readiness reported again once it returns, as the kernel's edges do.
+void epoll_sock_drained(Sock *s, short bits) noexcept;
 // The socket stops being tracked: its registrations become the program's own again.
 void epoll_sock_untrack(Sock *s) noexcept;
 

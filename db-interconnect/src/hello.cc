@@ -78,6 +78,23 @@ void encode_reply(const Reply &r, uint8_t out[kReplySize]) noexcept {
     put32(out + 28, fnv1a(out, 28));
 }
 
+void encode_prologue(const uint8_t secret[16], uint64_t pre_bytes,
+                     uint8_t out[kPrologueSize]) noexcept {
+    std::memcpy(out, secret, 16);
+    for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<uint8_t>(pre_bytes >> (56 - 8 * i));
+}
+
+bool decode_prologue(const uint8_t in[kPrologueSize], const uint8_t secret[16],
+                     uint64_t *pre_bytes) noexcept {
+    uint8_t diff = 0;
+    for (int i = 0; i < 16; ++i) diff |= static_cast<uint8_t>(in[i] ^ secret[i]);
+    if (diff) return false;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = v << 8 | in[16 + i];
+    *pre_bytes = v;
+    return true;
+}
+
 Parse parse_hello(std::span<const uint8_t> in, Hello *out) noexcept {
     Parse p = frame(in, kHelloMagic, kHelloSize);
     if (p != Parse::ok) return p;

@@ -25,6 +25,10 @@
 // The HELLO's first four bytes read as a big-endian length are above 10,000, so a plain
 // PostgreSQL server that received one by mistake (a wrong rule) refuses it at once.
 //
+// The stream's first 24 bytes, from the client: the HELLO's secret (16) and how many
+// bytes the program wrote on the kernel connection while the client waited for the
+// REPLY (8, big-endian): the server reads those there before the stream.
+//
 // Thread and signal rules: pure functions on caller memory, async-signal-safe.
 #pragma once
 
@@ -67,7 +71,14 @@ enum class Parse {
     ok
 };
 
+constexpr std::size_t kPrologueSize = 24;
+
 void encode_hello(const Hello &h, uint8_t out[kHelloSize]) noexcept;
+void encode_prologue(const uint8_t secret[16], uint64_t pre_bytes,
+                     uint8_t out[kPrologueSize]) noexcept;
+// Whether the prologue carries `secret` (compared in constant time); *pre_bytes then.
+bool decode_prologue(const uint8_t in[kPrologueSize], const uint8_t secret[16],
+                     uint64_t *pre_bytes) noexcept;
 void encode_reply(const Reply &r, uint8_t out[kReplySize]) noexcept;
 
 // Looks at the first bytes of a connection (any length, possibly short).

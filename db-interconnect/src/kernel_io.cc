@@ -47,6 +47,21 @@ int kwait(int fd, short events, Deadline deadline) noexcept {
     return r == 0 ? 0 : p.revents;
 }
 
+int kwait2(int fd, int fd2, Deadline deadline) noexcept {
+    pollfd p[2] = {{fd, POLLIN, 0}, {fd2, POLLIN, 0}};
+    timespec ts{}, *tp = nullptr;
+    if (deadline != Deadline::max()) {
+        auto left = deadline - Clock::now();
+        if (left < Clock::duration::zero()) left = Clock::duration::zero();
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+        ts.tv_sec = ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        tp = &ts;
+    }
+    int r = real().ppoll(p, fd2 >= 0 ? 2 : 1, tp, nullptr);
+    return r < 0 ? -1 : r > 0 ? 1 : 0;
+}
+
 bool ksend_all(int fd, const void *buf, size_t len, Deadline deadline, size_t *sent) noexcept {
     auto *p = static_cast<const uint8_t *>(buf);
     size_t done = 0;

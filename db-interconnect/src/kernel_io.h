@@ -20,6 +20,8 @@ bool kdrop(int fd, size_t len) noexcept;
 // Waits until fd reports one of events or the deadline passes: the revents, 0 on
 // timeout, -1 when a signal handler ran (errno EINTR) or on an error.
 int kwait(int fd, short events, Deadline deadline) noexcept;
+// Waits until fd or fd2 is readable or the deadline passes: 1, 0 on timeout, -1 with errno.
+int kwait2(int fd, int fd2, Deadline deadline) noexcept;
 // Writes all of buf, waiting for room until the deadline (signals do not end it).
 // False when the connection failed or the deadline passed (*sent says how much went).
 bool ksend_all(int fd, const void *buf, size_t len, Deadline deadline, size_t *sent) noexcept;

@@ -79,35 +79,9 @@ void set_state(Sock *s, SockState st) {
     epoll_sock_changed(s);
 }
 
-// The program's bytes written while the client waited go where the decision sends them.
-void flush_outbuf(Sock *s, int fd) {
-    if (s->outbuf.empty()) return;
-    if (s->state == SockState::vipl) {
-        std::error_code ec;
-        size_t done = 0;
-        while (done < s->outbuf.size()) {
-            auto rest = std::as_bytes(std::span(s->outbuf)).subspan(done);
-            size_t n = s->stream.write(rest, step_deadline(), ec);
-            done += n;
-            if (ec && ec != std::errc::interrupted) break;
-        }
-        if (done < s->outbuf.size())
-            VIPL_DB_WARN("fd %d: %zu bytes written before the switch were lost (%s)", fd,
-                         s->outbuf.size() - done, ec.message().c_str());
-    } else {
-        size_t sent = 0;
-        if (!ksend_all(fd, s->outbuf.data(), s->outbuf.size(), step_deadline(), &sent))
-            VIPL_DB_WARN("fd %d: %zu bytes written before the decision could not be sent", fd,
-                         s->outbuf.size() - sent);
-    }
-    s->outbuf.clear();
-    s->outbuf.shrink_to_fit();
-}
-
 void go_plain(Sock *s, int fd, const char *why) {
     if (why) VIPL_DB_WARN("fd %d stays on the kernel: %s", fd, why);
     set_state(s, SockState::plain);
-    flush_outbuf(s, fd);
 }
 
 // Connects the client's stream to the server's rendezvous and proves who we are.
@@ -127,13 +101,17 @@ bool client_connect(Sock *s, int fd) {
         VIPL_DB_WARN("fd %d: stream to %s: %s", fd, u.to_string().c_str(), ec.message().c_str());
         return false;
     }
-    auto secret = std::as_bytes(std::span(s->hello.secret));
+    // The stream's first bytes: the secret, then how many bytes the program wrote on the
+    // kernel connection before (the server reads those there first).
+    uint8_t prologue[kPrologueSize];
+    encode_prologue(s->hello.secret, s->pre_bytes, prologue);
+    auto rest = std::as_bytes(std::span(prologue));
     size_t done = 0;
-    while (done < secret.size() && !ec) {
-        done += st.write(secret.subspan(done), dl, ec);
+    while (done < rest.size() && !ec) {
+        done += st.write(rest.subspan(done), dl, ec);
         if (ec == std::errc::interrupted) ec.clear();
     }
-    if (done < secret.size()) {
+    if (done < rest.size()) {
         st.abort();
         return false;
     }
@@ -166,8 +144,8 @@ bool client_decide(Sock *s, int fd, const uint8_t *buf, ssize_t n) {
         go_plain(s, fd, "could not reach the server's rendezvous");
         return true;
     }
+    s->pre_bytes = 0;
     set_state(s, SockState::vipl);
-    flush_outbuf(s, fd);
     VIPL_DB_INFO("fd %d rides vipl (%s)", fd, r.provider == Provider::shm ? "shm" : "tcp");
     return true;
 }
@@ -184,6 +162,8 @@ vipl::StreamOptions stream_options() {
     o.linger = std::chrono::milliseconds(c.linger_ms);
     o.shareable = true;
     o.ready_fd = false;
+    // What send() took is on its way without another call, as a socket's is.
+    o.hold_back = false;
     return o;
 }
 
@@ -216,12 +196,14 @@ bool client_look(Sock *s, int fd) noexcept {
 void client_give_up(Sock *s, int fd) noexcept {
     VIPL_DB_WARN("fd %d: no answer to the hello in time; staying on the kernel", fd);
     set_state(s, SockState::strip_reply);
-    flush_outbuf(s, fd);
 }
 
 namespace {
 
 // The server's side of a HELLO it just took: a rendezvous, the REPLY, the stream.
+// The server's side of a HELLO it just took: a rendezvous and the REPLY.  The client's
+// stream arrives when it has read the REPLY; meanwhile its bytes keep coming on the
+// kernel connection, which the program reads as usual (accept_step ends the wait).
 void serve(Sock *s, int fd, const Hello &h) {
     Reply r;
     r.provider = h.provider;
@@ -245,40 +227,18 @@ void serve(Sock *s, int fd, const Hello &h) {
     r.buffer_size = h.buffer_size;
     uint8_t msg[kReplySize];
     encode_reply(r, msg);
-    // The client's own wait for the stream is one step; ours is two, so that a client
-    // that gave up never finds us still accepting.
-    Deadline dl = step_deadline(2);
-    if (!ksend_all(fd, msg, sizeof msg, dl, nullptr) || r.status != Status::ok) {
+    if (!ksend_all(fd, msg, sizeof msg, step_deadline(), nullptr) || r.status != Status::ok) {
         go_plain(s, fd, r.status == Status::ok ? "could not answer the hello" : nullptr);
         return;
     }
     s->provider = h.provider;
-    while (Clock::now() < dl) {
-        vipl::Stream st = l.accept(dl, ec);
-        if (ec == std::errc::interrupted) continue;
-        if (ec) break;
-        uint8_t secret[16];
-        size_t got = 0;
-        std::error_code rec;
-        while (got < sizeof secret) {
-            size_t n = st.read(std::as_writable_bytes(std::span(secret)).subspan(got), dl, rec);
-            if (rec == std::errc::interrupted) {
-                rec.clear();
-                continue;
-            }
-            if (rec || n == 0) break;
-            got += n;
-        }
-        if (got == sizeof secret && std::memcmp(secret, h.secret, sizeof secret) == 0) {
-            s->stream = std::move(st);
-            set_state(s, SockState::vipl);
-            VIPL_DB_INFO("fd %d rides vipl (%s)", fd, h.provider == Provider::shm ? "shm" : "tcp");
-            return;
-        }
-        VIPL_DB_WARN("fd %d: a stream to the rendezvous did not prove the hello's secret", fd);
-        st.abort();
-    }
-    go_plain(s, fd, "the client did not come to the rendezvous");
+    s->hello = h;
+    s->rendezvous = std::move(l);
+    // The client's own wait for the stream is one step; ours is two, so that a client
+    // that gave up never finds us still accepting.
+    s->rendezvous_until = step_deadline(2);
+    s->pre_bytes = 0;
+    set_state(s, SockState::accepting);
 }
 
 } // namespace
@@ -326,6 +286,58 @@ bool server_look(Sock *s, int fd, bool writing) noexcept {
     }
     serve(s, fd, h);
     return true;
+}
+
+bool accept_step(Sock *s, int fd, Deadline wait) noexcept {
+    if (Clock::now() >= s->rendezvous_until) {
+        go_plain(s, fd, "the client did not come to the rendezvous");
+        s->rendezvous = vipl::Listener();
+        return true;
+    }
+    if (wait > s->rendezvous_until) wait = s->rendezvous_until;
+    for (;;) {
+        std::error_code ec;
+        vipl::Stream st = s->rendezvous.accept(wait, ec);
+        if (ec == std::errc::interrupted && Clock::now() < wait) continue;
+        if (ec == std::errc::timed_out || ec == std::errc::interrupted) {
+            if (Clock::now() < s->rendezvous_until) return false;
+            go_plain(s, fd, "the client did not come to the rendezvous");
+            s->rendezvous = vipl::Listener();
+            return true;
+        }
+        if (ec) {
+            go_plain(s, fd, "the rendezvous failed");
+            s->rendezvous = vipl::Listener();
+            return true;
+        }
+        // The client writes its prologue right after connecting.
+        Deadline dl = s->rendezvous_until;
+        uint8_t prologue[kPrologueSize];
+        size_t got = 0;
+        std::error_code rec;
+        while (got < sizeof prologue) {
+            size_t n = st.read(std::as_writable_bytes(std::span(prologue)).subspan(got), dl, rec);
+            if (rec == std::errc::interrupted) {
+                rec.clear();
+                continue;
+            }
+            if (rec || n == 0) break;
+            got += n;
+        }
+        uint64_t before = 0;
+        if (got == sizeof prologue && decode_prologue(prologue, s->hello.secret, &before) &&
+            before >= s->pre_bytes) {
+            // pre_bytes counted what the program read on the kernel connection so far.
+            s->stream = std::move(st);
+            s->pre_bytes = before - s->pre_bytes;
+            set_state(s, SockState::vipl); // registrations leave the listener first
+            s->rendezvous = vipl::Listener();
+            VIPL_DB_INFO("fd %d rides vipl (%s)", fd, s->provider == Provider::shm ? "shm" : "tcp");
+            return true;
+        }
+        VIPL_DB_WARN("fd %d: a stream to the rendezvous did not prove the hello's secret", fd);
+        st.abort();
+    }
 }
 
 bool strip_look(Sock *s, int fd) noexcept {

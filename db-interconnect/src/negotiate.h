@@ -17,6 +17,10 @@ void client_give_up(Sock *s, int fd) noexcept;
 // anything came, so if no HELLO is there yet the connection stays on the kernel
 // (strip_hello).  True when the state changed.
 bool server_look(Sock *s, int fd, bool writing) noexcept;
+// accepting: takes the client's stream if it came (waiting until `wait` at most; a past
+// deadline looks once); at the rendezvous's deadline gives up (plain).  True when the
+// state changed.
+bool accept_step(Sock *s, int fd, Deadline wait) noexcept;
 // strip_hello / strip_reply: drops a HELLO / REPLY at the head of the connection, then
 // plain.  True when the state changed.
 bool strip_look(Sock *s, int fd) noexcept;

@@ -19,6 +19,7 @@ struct Entry {
     Sock *sock;
     nfds_t i;
     Under under;
+    size_t x2 = 0; // where under.fd2 sits in the array polled (0: none)
 };
 
 thread_local std::vector<Entry> t_tracked;
@@ -30,8 +31,8 @@ Sock *tracked_sock(int fd) {
     if (!f || f->kind != File::Kind::sock) return nullptr;
     auto *s = static_cast<Sock *>(f);
     SockState st = s->state.load(std::memory_order_acquire);
-    if (st == SockState::fresh || st == SockState::plain || st == SockState::listening)
-        return nullptr;
+    if (st == SockState::fresh || st == SockState::listening) return nullptr;
+    if (st == SockState::plain && !has_prefix(s)) return nullptr;
     return s;
 }
 
@@ -80,7 +81,7 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
     tracked.clear();
     for (nfds_t i = 0; i < n; ++i) {
         Sock *s = tracked_sock(fds[i].fd);
-        if (s && file_try_acquire(s)) tracked.push_back({s, i, {}});
+        if (s && file_try_acquire(s)) tracked.push_back({s, i, {}, 0});
     }
     struct Release {
         std::vector<Entry> &t;
@@ -100,6 +101,11 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
             p.revents = r;
             if (r) ++ready;
             under[e.i] = {e.under.fd, e.under.events, 0};
+            e.x2 = 0;
+            if (e.under.fd2 >= 0) {
+                e.x2 = under.size();
+                under.push_back({e.under.fd2, POLLIN, 0});
+            }
             streams |= e.under.stream;
         }
         if (!ready && streams && Clock::now() < dl) {
@@ -122,7 +128,21 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
                 if (e.under.stream) spin.report(of, got, fds[e.i].revents != 0);
             }
         }
-        int k = kernel_ppoll(under.data(), n, ready ? Clock::now() : dl, ready ? nullptr : mask);
+        // About to sleep: each stream arms its wait fd (libvipl rings it at the next
+        // event only then), which also tells what came since the last look.
+        if (!ready && streams)
+            for (Entry &e : tracked) {
+                if (!e.under.stream) continue;
+                pollfd &p = fds[e.i];
+                p.revents = sock_arm(e.sock, p.fd, p.events);
+                if (p.revents) ++ready;
+            }
+        // Nothing else to ask the kernel when every descriptor is a ready stream's.
+        bool others = tracked.size() < n;
+        for (Entry &e : tracked) others |= !e.under.stream || e.under.fd2 >= 0;
+        if (ready && !others) return ready;
+        int k = kernel_ppoll(under.data(), under.size(), ready ? Clock::now() : dl,
+                             ready ? nullptr : mask);
         if (k < 0) return ready ? ready : -1;
         int count = 0;
         size_t t = 0;
@@ -133,7 +153,8 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
                 // Ready at the first look already, or asleep on something that fired:
                 // the socket says what that means (a stream's event may be a spurious
                 // one, a kernel connection's may finish a negotiation).
-                if (!p.revents && under[i].revents) {
+                bool second = e.x2 && under[e.x2].revents;
+                if (!p.revents && (under[i].revents || second)) {
                     Under u;
                     p.revents = sock_poll(e.sock, p.fd, p.events,
                                           e.under.stream ? 0 : under[i].revents, &u);

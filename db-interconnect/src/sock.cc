@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "epoll_set.h"
+#include "handover.h"
 #include "kernel_io.h"
 #include "log.h"
 #include "marker.h"
@@ -26,10 +27,6 @@ std::mutex g_pool_mu;
 std::vector<Sock *> g_pool;
 
 constexpr short kAlways = POLLERR | POLLHUP | POLLNVAL;
-
-// How many bytes a client may write before its server decided (a kernel socket takes
-// about as much before a writer blocks).
-constexpr size_t kOutbufMax = 256 * 1024;
 
 } // namespace
 
@@ -100,12 +97,11 @@ void sock_untrack(Sock *s, int fd) noexcept {
 static void sock_destroy(Sock *s) noexcept {
     Inside in;
     epoll_sock_gone(s);
-    if (s->stream.is_open()) {
-        std::error_code ec =
-            s->stream.close(vipl::deadline_in(std::chrono::milliseconds(config().linger_ms)));
-        if (ec && ec != std::errc::not_connected)
-            VIPL_DB_WARN("closing a vipl connection: %s", ec.message().c_str());
-    }
+    sock_stat_sync(s);
+    // The last close of a socket returns at once, as the kernel's does; the stream
+    // finishes delivering what was written by itself (linger.cc).
+    if (s->stream.is_open()) linger_stream(std::move(s->stream));
+    s->rendezvous = vipl::Listener();
     if (s->marker_fd >= 0) real().close(s->marker_fd);
     stat_close(s->stat);
     s->stat = nullptr;
@@ -113,13 +109,14 @@ static void sock_destroy(Sock *s) noexcept {
     s->state.store(SockState::fresh, std::memory_order_relaxed);
     s->family = 0;
     s->nonblock = s->flags_stale = s->shut_rd = s->shut_wr = false;
+    s->reset_told = s->send_failed = false;
+    s->spun = s->slept = 0;
     s->rcv_timeout_ms = s->snd_timeout_ms = 0;
     s->remote_rule = false;
     s->dest = {};
     s->dest_len = 0;
     s->hello = {};
-    s->outbuf.clear();
-    s->outbuf.shrink_to_fit();
+    s->pre_bytes = 0;
     s->members.clear();
     std::lock_guard<std::mutex> g(g_pool_mu);
     g_pool.push_back(s);
@@ -136,7 +133,28 @@ void file_destroy(File *f) noexcept {
 
 // ------------------------------------------------------------------ readiness
 
-short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
+// A stream's readiness as the kernel reports a socket's.  The stream knows less than a
+// kernel connection about how it ended: a peer that closed (kFlagClosed) or died hangs
+// up a unix socket; a TCP one hangs up only once both directions are shut, or with an
+// error (a reset) when the peer left data of ours unread.
+short vipl_events(Sock *s, short arm_for) noexcept {
+    short ev = arm_for >= 0 ? s->stream.arm(arm_for) : s->stream.events();
+    if (ev & POLLERR) {
+        // Broken: the peer died (or reset).  The error shows until a read reported it.
+        short r = POLLIN | POLLOUT | POLLRDHUP;
+        if (!s->reset_told && s->stream.peer_unread())
+            r |= POLLERR | POLLHUP;
+        else if (s->family == AF_UNIX || s->send_failed || s->shut_wr)
+            r |= POLLHUP;
+        return r;
+    }
+    if ((ev & POLLRDHUP) && s->family == AF_UNIX && s->stream.peer_closed()) ev |= POLLHUP;
+    if (s->shut_rd) ev |= POLLIN | POLLRDHUP;
+    if (s->shut_rd && s->shut_wr) ev |= POLLHUP; // both directions shut here
+    return ev;
+}
+
+short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) noexcept {
     short ask = static_cast<short>(want | kAlways);
     for (int round = 0; round < 4; ++round) {
         SockState st = s->state.load(std::memory_order_acquire);
@@ -159,31 +177,63 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u) noexcept {
             continue;
         }
         case SockState::hello_sent: {
-            *u = {fd, POLLIN, false};
-            short r = 0;
+            // The program writes to the kernel connection meanwhile; the REPLY comes there.
+            *u = {fd, static_cast<short>(POLLIN | (want & POLLOUT)), false};
             if (krev & (POLLIN | POLLERR | POLLHUP)) {
                 std::lock_guard<std::mutex> g(s->mu);
                 Inside in;
                 if (s->state.load() == SockState::hello_sent && client_look(s, fd)) continue;
             }
             if (s->state.load() != SockState::hello_sent) continue;
-            std::lock_guard<std::mutex> g(s->mu);
-            if ((want & POLLOUT) && s->outbuf.size() < kOutbufMax) r |= POLLOUT;
-            return r;
+            return static_cast<short>(krev & (POLLOUT | POLLERR | POLLHUP) & ask);
+        }
+        case SockState::accepting: {
+            // The client's bytes on the kernel connection, and its stream at the
+            // rendezvous (whose listener wakes us when it comes).
+            // Writable only once the stream is here (the listener's fd says when).
+            *u = {fd, static_cast<short>(want & POLLIN), false, s->rendezvous.fd()};
+            {
+                std::lock_guard<std::mutex> g(s->mu);
+                Inside in;
+                if (s->state.load() == SockState::accepting && accept_step(s, fd, Deadline{}))
+                    continue;
+            }
+            if (s->state.load() != SockState::accepting) continue;
+            return static_cast<short>(krev & ask & ~POLLOUT);
         }
         case SockState::vipl: {
-            *u = {s->stream.fd(), POLLIN, true};
-            short ev = s->stream.events();
-            if (s->shut_rd) ev |= POLLIN | POLLRDHUP;
+            if (s->pre_bytes > 0) {
+                // The client's first bytes are still on the kernel connection.
+                *u = {fd, POLLIN, false};
+                short out = static_cast<short>(s->stream.events() & POLLOUT);
+                return static_cast<short>(((krev & POLLIN) | out) & ask);
+            }
+            *u = {s->stream.wait_fd(), POLLIN, true};
+            short ev = vipl_events(s);
+            if ((ev & POLLRDHUP) && s->stream.switching()) {
+                // The peer exec'd: the connection goes on on the kernel socket.
+                std::lock_guard<std::mutex> g(s->mu);
+                if (s->state.load() == SockState::vipl) switch_to_kernel(s, fd);
+                continue;
+            }
             return static_cast<short>(ev & ask);
         }
         default:
-            // The kernel connection's own readiness is the truth.
+            // The kernel connection's own readiness is the truth (and bytes a hand-over
+            // left to deliver first).
             *u = {fd, want, false};
+            if (st == SockState::plain && has_prefix(s) && (want & POLLIN))
+                return static_cast<short>((krev & ask) | POLLIN);
             return static_cast<short>(krev & ask);
         }
     }
     return 0;
+}
+
+uint64_t sock_arrivals(Sock *s) noexcept {
+    if (s->state.load(std::memory_order_acquire) != SockState::vipl) return 0;
+    vipl::StreamCounters c = s->stream.counters();
+    return c.messages_in + c.control_in;
 }
 
 Under sock_under(Sock *s, int fd, short want) noexcept {
@@ -191,12 +241,37 @@ Under sock_under(Sock *s, int fd, short want) noexcept {
     case SockState::connecting:
         return {fd, static_cast<short>(POLLOUT | (want & POLLIN)), false};
     case SockState::hello_sent:
-        return {fd, POLLIN, false};
+        return {fd, static_cast<short>(POLLIN | (want & POLLOUT)), false};
+    case SockState::accepting:
+        return {fd, static_cast<short>(want & POLLIN), false, s->rendezvous.fd()};
     case SockState::vipl:
-        return {s->stream.fd(), POLLIN, true};
+        if (s->pre_bytes > 0) return {fd, POLLIN, false};
+        return {s->stream.wait_fd(), POLLIN, true};
     default:
         return {fd, want, false};
     }
+}
+
+short sock_arm(Sock *s, int fd, short want, bool edge) noexcept {
+    if (s->state.load(std::memory_order_acquire) != SockState::vipl || s->pre_bytes > 0) return 0;
+    // An edge-triggered waiter wants every new arrival: armed even while data waits.
+    short ev = vipl_events(s, edge ? 0 : static_cast<short>(want & (POLLIN | POLLOUT)));
+    short r = static_cast<short>(ev & (want | POLLERR | POLLHUP | POLLNVAL));
+    if (!r) {
+        ++s->slept; // the waiter sleeps now
+        sock_stat_sync(s);
+    }
+    return r;
+}
+
+void sock_stat_sync(Sock *s) noexcept {
+    if (!s->stat || s->state.load(std::memory_order_acquire) != SockState::vipl) return;
+    vipl::StreamCounters c = s->stream.counters();
+    StatSlot &t = *s->stat;
+    t.messages_in.store(c.messages_in, std::memory_order_relaxed);
+    t.messages_out.store(c.messages_out, std::memory_order_relaxed);
+    t.spins.store(c.spin_wins + s->spun, std::memory_order_relaxed);
+    t.sleeps.store(c.sleeps + s->slept, std::memory_order_relaxed);
 }
 
 vipl::SpinBudget sock_spin_budget(Sock *s) noexcept {
@@ -214,6 +289,11 @@ void sock_before_fork(Sock *s, int fd) noexcept {
     std::lock_guard<std::mutex> g(s->mu);
     Inside in;
     SockState st = s->state.load();
+    if (st == SockState::accepting) {
+        // The rendezvous is this process's: take the stream now, or stay on the kernel.
+        accept_step(s, fd, s->rendezvous_until);
+        return;
+    }
     if (st == SockState::connecting) {
         // No hello went out: the connection simply stays on the kernel in both.
         s->state.store(SockState::plain);

@@ -8,16 +8,21 @@
 //   listening    a listener VIPL_DB_LISTEN selects; it publishes a marker (marker.h), and
 //                the connections it accepts start undecided
 //   connecting   client, a non-blocking connect to a candidate destination in progress
-//   hello_sent   client, HELLO written; the program's writes wait in `outbuf` until the
-//                REPLY (or the server's own first bytes) decide
+//   hello_sent   client, HELLO written, REPLY not read yet; the program's writes go to the
+//                kernel connection meanwhile, counted (pre_bytes): once the stream is up,
+//                its first bytes tell the server how many to read there first
 //   undecided    server, accepted: the first bytes the client sent are not seen yet
+//   accepting    server, REPLY written: the client's stream comes to the rendezvous when
+//                the client has read it; until then the program reads the client's bytes
+//                on the kernel connection (counted in pre_bytes), and a write waits for
+//                the stream (bounded: then both stay on the kernel)
 //   strip_hello  server, decided for the kernel by writing before reading: a HELLO that
 //                arrives first is dropped unanswered (the client then stays on the kernel)
-//   strip_reply  client that gave up waiting (fork, close): its bytes go to the kernel,
-//                and a REPLY that arrives first is dropped (the server, getting no stream,
-//                stays on the kernel too)
+//   strip_reply  client that gave up waiting (fork): a REPLY that arrives first is dropped
+//                (the server, getting no stream, stays on the kernel too)
 //   plain        the kernel connection carries the bytes; nothing more to decide
 //   vipl         the stream carries the bytes; the kernel connection stays open, idle
+//                (a server first reads there the pre_bytes its client wrote before)
 // A decision is made in the process that makes the call, at the first call that needs
 // it; fork waits for a client's decision in progress (fork.cc), so that parent and child
 // never decide apart.  A connection that has carried no byte when its process forks is
@@ -39,6 +44,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace vipl::db {
@@ -52,6 +58,7 @@ enum class SockState : uint8_t {
     connecting,
     hello_sent,
     undecided,
+    accepting,
     strip_hello,
     strip_reply,
     plain,
@@ -73,6 +80,8 @@ struct Sock : File {
     int snd_timeout_ms = 0;
     bool shut_rd = false;
     bool shut_wr = false;
+    bool reset_told = false;  // a broken stream's reset was reported once (then: end)
+    bool send_failed = false; // a send found the connection gone (TCP then hangs up)
 
     // listening
     int marker_fd = -1;
@@ -82,13 +91,24 @@ struct Sock : File {
     socklen_t dest_len = 0;
     Provider provider = Provider::shm;
     Hello hello;
-    std::vector<uint8_t> outbuf;
+    // Bytes of the program's that travel on the kernel connection before the stream's:
+    // a client counts what it wrote while waiting for the REPLY; a server, what it still
+    // has to read there (the stream's first bytes say how many).
+    uint64_t pre_bytes = 0;
+    // plain, after a hand-over (handover.h): bytes the stream delivered that come before
+    // the kernel connection's (after pre_bytes of its own, if any)
+    std::string prefix;
+    size_t prefix_off = 0;
+    // accepting
+    vipl::Listener rendezvous;
+    std::chrono::steady_clock::time_point rendezvous_until{};
     std::chrono::steady_clock::time_point neg_deadline{};
     // vipl
     vipl::Stream stream;
 
     std::vector<Member *> members; // epoll registrations (under the epoll lock)
     StatSlot *stat = nullptr;
+    uint64_t spun = 0, slept = 0; // waits of the interposer's (poll, epoll) on this stream
 };
 
 // --- making tracked sockets (api_socket.cc calls these)
@@ -115,26 +135,65 @@ int sock_shutdown(Sock *s, int fd, int how) noexcept;
 // --- readiness (poll.cc, epoll_set.cc)
 // What to sleep on for `want` (poll bits): the kernel connection or the stream's fd.
 struct Under {
-    int fd;
-    short events;
-    bool stream; // the fd is the stream's: its readiness says "look again", not the events
+    int fd = -1;
+    short events = 0;
+    bool stream = false; // the fd is the stream's: its readiness says "look again"
+    int fd2 = -1;        // a second one: a rendezvous's listener (readiness: look again)
 };
 // Looks at the socket now, making progress (a negotiation step whose answer has come,
 // the stream's completions); returns the poll bits that hold for `want` (plus POLLERR,
 // POLLHUP, POLLRDHUP as the kernel reports them), and what to sleep on otherwise.
 // `kernel_revents`: what a poll of the kernel connection just reported (0: not polled).
-short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under) noexcept;
+// `edge`: the waiter wants every new arrival (EPOLLET): the stream's fd is armed even
+// while data waits here.
+short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under,
+                bool edge = false) noexcept;
+// How many messages arrived on a vipl socket's stream so far (edges of EPOLLET).
+uint64_t sock_arrivals(Sock *s) noexcept;
+// Bytes of a plain socket that come before its kernel connection's (a hand-over).
+inline bool has_prefix(const Sock *s) {
+    return s->prefix_off < s->prefix.size();
+}
+// A vipl socket's readiness as the kernel would report it (see sock.cc).
+// With arm_for >= 0 the stream's wait fd is armed when none of arm_for holds (before a
+// sleep: Stream::arm).
+short vipl_events(Sock *s, short arm_for = -1) noexcept;
+// Before sleeping on what sock_under gave: a stream arms its wait fd (nothing is lost
+// between this look and the sleep); returns what holds of `want` already (0 for other
+// states: the kernel's readiness is level-triggered).  `edge`: armed even while data
+// waits (an edge-triggered waiter's filter decides what is new).
+short sock_arm(Sock *s, int fd, short want, bool edge = false) noexcept;
 // What to sleep on in the socket's present state, without looking at it (no lock taken).
 Under sock_under(Sock *s, int fd, short want) noexcept;
 // What libvipl's spin policy allows a waiter on this socket now (none unless it rides a
 // stream), and how the spin ended for it (vipl/spin.h).
 vipl::SpinBudget sock_spin_budget(Sock *s) noexcept;
 void sock_spin_outcome(Sock *s, bool won) noexcept;
-// For vipl::Spin::report.
+// For vipl::Spin::report (a win counts for vipl-run --stat too).
 struct SpinOf {
     Sock *s;
-    void spin_outcome(bool won) const { sock_spin_outcome(s, won); }
+    void spin_outcome(bool won) const {
+        if (won) ++s->spun;
+        sock_spin_outcome(s, won);
+    }
 };
+// Copies the stream's counters (messages, spins, sleeps) into the socket's row of the
+// process's connection table (stats.h): before a sleep and at the end.
+void sock_stat_sync(Sock *s) noexcept;
+
+// --- the end of a connection without waiting for the peer (linger.cc)
+// Closes a stream as the last close of its socket does: at once when other processes
+// hold it too; else the end of stream goes out now and the stream lingers until the
+// peer has taken everything (bounded by VIPL_DB_LINGER_MS), as the kernel would
+// deliver for a socket closed before its peer read it.
+void linger_stream(vipl::Stream &&s) noexcept;
+// Drops lingering streams that are done (any call of the interposer may; cheap when
+// none linger).
+void linger_reap() noexcept;
+// At exit: waits (bounded) until every lingering stream and every stream still open is
+// taken by its peer.  After fork, the child drops its copies of the parent's.
+void linger_at_exit() noexcept;
+void linger_after_fork_child() noexcept;
 
 // --- process events
 std::mutex &sock_pool_lock();

@@ -2,6 +2,8 @@
 #include "sock.h"
 
 #include "config.h"
+#include "epoll_set.h"
+#include "handover.h"
 #include "kernel_io.h"
 #include "negotiate.h"
 #include "real.h"
@@ -20,8 +22,6 @@
 namespace vipl::db {
 
 namespace {
-
-constexpr size_t kOutbufMax = 256 * 1024;
 
 size_t iov_total(const iovec *iov, int n) {
     size_t t = 0;
@@ -66,6 +66,13 @@ SockState settle(Sock *s, int fd, bool writing) {
             continue;
         case SockState::undecided:
             if (!server_look(s, fd, writing)) return st;
+            continue;
+        case SockState::accepting:
+            // A write needs the client's stream (the client, waiting for an answer, reads
+            // the REPLY and comes): a blocking one waits for it, bounded by the
+            // rendezvous's deadline; a non-blocking one would block (EAGAIN) meanwhile.
+            if (!accept_step(s, fd, writing && !s->nonblock ? s->rendezvous_until : Deadline{}))
+                return st;
             continue;
         case SockState::strip_hello:
         case SockState::strip_reply:
@@ -116,14 +123,50 @@ ssize_t vipl_peek(Sock *s, const iovec *iov, int iovcnt, size_t total, Deadline 
     return static_cast<ssize_t>(n);
 }
 
-ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uint32_t mark) {
+// The client's bytes from before the stream, still on the kernel connection: read there
+// first (at most as many as it wrote there), with the program's own flags and blocking.
+ssize_t pre_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) {
+    iovec v[8];
+    int n = 0;
+    uint64_t left = s->pre_bytes;
+    for (int i = 0; i < iovcnt && n < 8 && left > 0; ++i) {
+        size_t k = static_cast<size_t>(std::min<uint64_t>(iov[i].iov_len, left));
+        if (!k) continue;
+        v[n++] = {iov[i].iov_base, k};
+        left -= k;
+    }
+    msghdr m{};
+    m.msg_iov = v;
+    m.msg_iovlen = static_cast<size_t>(n);
+    ssize_t r = real().recvmsg(fd, &m, flags & ~MSG_WAITALL);
+    if (r == 0 && n > 0) {
+        // The kernel connection ended before the bytes announced: the client went.
+        errno = ECONNRESET;
+        return -1;
+    }
+    if (r > 0 && !(flags & MSG_PEEK)) {
+        s->pre_bytes -= static_cast<uint64_t>(r);
+        if (s->pre_bytes == 0) epoll_sock_changed(s); // from now on: the stream's fd
+        if (s->stat) {
+            stat_add(s->stat->calls_in, 1);
+            stat_add(s->stat->bytes_in, static_cast<uint64_t>(r));
+        }
+    }
+    return r;
+}
+
+ssize_t vipl_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags, bool nb,
+                  uint32_t mark) {
     if (flags & MSG_OOB) {
         errno = EINVAL; // no urgent data ever arrives on a stream
         return -1;
     }
     size_t total = iov_total(iov, iovcnt);
-    if (s->shut_rd || total == 0) return 0;
-    Deadline dl = nb ? Deadline{} : timeout_deadline(s->rcv_timeout_ms);
+    if (total == 0) return 0;
+    // Shut for reading: a unix socket reads nothing more; a TCP one still gives what
+    // comes, but never waits (the end of stream instead).
+    if (s->shut_rd && (s->family == AF_UNIX || s->stream.readable_bytes() == 0)) return 0;
+    Deadline dl = nb || s->shut_rd ? Deadline{} : timeout_deadline(s->rcv_timeout_ms);
     if (flags & MSG_PEEK) return vipl_peek(s, iov, iovcnt, total, dl, mark);
     bool all = (flags & MSG_WAITALL) && !nb;
     size_t got = 0, off = 0;
@@ -151,30 +194,30 @@ ssize_t vipl_recv(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             }
             continue;
         }
-        errno = would_block(ec) ? EAGAIN : ECONNRESET;
+        if (would_block(ec)) {
+            epoll_sock_drained(s, POLLIN);
+            errno = EAGAIN;
+            return -1;
+        }
+        // The connection broke (the peer died or reset): a reset once if the peer left
+        // data of ours unread, as the kernel reports it, then the end of stream.
+        bool reset = !s->reset_told && s->stream.peer_unread();
+        s->reset_told = true;
+        if (!reset) return 0;
+        errno = ECONNRESET;
         return -1;
+    }
+    if (got == 0 && s->stream.switching()) {
+        // Not the end: the peer exec'd and its bytes come on the kernel connection now.
+        std::lock_guard<std::mutex> g(s->mu);
+        if (s->state.load() == SockState::vipl) switch_to_kernel(s, fd);
+        return kKernel;
     }
     if (s->stat) {
         stat_add(s->stat->calls_in, 1);
         stat_add(s->stat->bytes_in, got);
     }
     return static_cast<ssize_t>(got);
-}
-
-// A blocking send returns once the stream holds nothing back, as a kernel socket's
-// returns once its buffer has the bytes: data held for credits leaves only inside a call.
-void wait_flushed(Sock *s, Deadline dl) {
-    std::error_code ec;
-    for (int i = 0; i < 1000000 && s->stream.holds_back(); ++i) {
-        s->stream.progress(ec);
-        if (ec || !s->stream.holds_back()) return;
-        s->stream.events();
-        if (kwait(s->stream.fd(), POLLIN,
-                  std::min(dl, Clock::now() + std::chrono::milliseconds(50))) < 0 &&
-            errno == EINTR)
-            return;
-        if (Clock::now() >= dl) return;
-    }
 }
 
 ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uint32_t mark) {
@@ -189,6 +232,21 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
     }
     size_t total = iov_total(iov, iovcnt);
     Deadline dl = nb ? Deadline{} : timeout_deadline(s->snd_timeout_ms);
+    // A gathered send is one piece for the peer, as the kernel makes one of it: up to a
+    // buffer's worth, gather it into one write.
+    thread_local std::vector<std::byte> t_gather;
+    iovec one;
+    if (iovcnt > 1 && total <= 64 * 1024) {
+        t_gather.resize(total);
+        size_t at = 0;
+        for (int k = 0; k < iovcnt; ++k) {
+            if (iov[k].iov_len) std::memcpy(t_gather.data() + at, iov[k].iov_base, iov[k].iov_len);
+            at += iov[k].iov_len;
+        }
+        one = {t_gather.data(), total};
+        iov = &one;
+        iovcnt = 1;
+    }
     size_t got = 0, off = 0;
     int i = 0;
     std::error_code ec;
@@ -213,14 +271,29 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             continue;
         }
         if (!ec || would_block(ec)) {
+            epoll_sock_drained(s, POLLOUT);
             errno = EAGAIN;
             return -1;
         }
+        if (s->stream.switching()) {
+            // Handed back to the kernel (a holder of ours or the peer exec'd): go on there.
+            std::lock_guard<std::mutex> g(s->mu);
+            if (s->state.load() == SockState::vipl) switch_to_kernel(s, -1);
+            return kKernel;
+        }
+        s->send_failed = true;
         raise_sigpipe(flags);
         errno = EPIPE;
         return -1;
     }
-    if (!nb && got > 0) wait_flushed(s, dl);
+    if (!nb && got > 0) {
+        // A blocking send returns once its bytes are in the transport, as a socket's
+        // returns once the kernel has them: nothing then needs another call of ours.
+        for (;;) {
+            std::error_code f = s->stream.flush(dl);
+            if (f != errc(std::errc::interrupted) || t_state.interrupts_no_restart != mark) break;
+        }
+    }
     if (s->stat) {
         stat_add(s->stat->calls_out, 1);
         stat_add(s->stat->bytes_out, got);
@@ -228,13 +301,35 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
     return static_cast<ssize_t>(got);
 }
 
+// A socket handed back to the kernel (handover.h): its own first bytes, then what the
+// stream had delivered, then the kernel connection's.
+ssize_t prefix_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) {
+    if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
+    size_t n = 0;
+    for (int i = 0; i < iovcnt && s->prefix_off + n < s->prefix.size(); ++i) {
+        size_t k = std::min(iov[i].iov_len, s->prefix.size() - s->prefix_off - n);
+        std::memcpy(iov[i].iov_base, s->prefix.data() + s->prefix_off + n, k);
+        n += k;
+    }
+    if (!(flags & MSG_PEEK)) {
+        s->prefix_off += n;
+        if (!has_prefix(s)) {
+            s->prefix.clear();
+            s->prefix_off = 0;
+        }
+    }
+    return static_cast<ssize_t>(n);
+}
+
 } // namespace
 
 ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept {
     uint32_t mark = t_state.interrupts_no_restart;
     // Riding vipl is final: no lock is needed to know it.
-    if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale)
-        return vipl_recv(s, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
+    if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale) {
+        if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
+        return vipl_recv(s, fd, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
+    }
     Deadline dl = Deadline::max();
     bool first = true;
     for (;;) {
@@ -247,19 +342,47 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
             nb = s->nonblock || (flags & MSG_DONTWAIT);
             if (first) dl = timeout_deadline(s->rcv_timeout_ms);
             first = false;
+            if (s->state.load() == SockState::plain && (has_prefix(s) || s->pre_bytes > 0))
+                return prefix_recv(s, fd, iov, iovcnt, flags);
             st = settle(s, fd, false);
+            if (st == SockState::accepting) {
+                // Until the client's stream comes, its bytes arrive on the kernel
+                // connection: the program reads them as they are, counted (under the lock:
+                // the stream's prologue says how many came this way).
+                msghdr m{};
+                m.msg_iov = const_cast<iovec *>(iov);
+                m.msg_iovlen = static_cast<size_t>(iovcnt);
+                ssize_t n = real().recvmsg(fd, &m, flags | MSG_DONTWAIT);
+                if (n > 0 && !(flags & MSG_PEEK)) {
+                    s->pre_bytes += static_cast<uint64_t>(n);
+                    if (s->stat) {
+                        stat_add(s->stat->calls_in, 1);
+                        stat_add(s->stat->bytes_in, static_cast<uint64_t>(n));
+                    }
+                }
+                if (n == 0) {
+                    // The client left without coming: the connection ends on the kernel.
+                    s->state.store(SockState::plain);
+                    epoll_sock_changed(s);
+                    s->rendezvous = vipl::Listener();
+                }
+                if (n >= 0 || errno != EAGAIN || nb) return n;
+            }
         }
         if (st == SockState::vipl) {
             Inside in;
-            return vipl_recv(s, iov, iovcnt, flags, nb, mark);
+            if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
+            return vipl_recv(s, fd, iov, iovcnt, flags, nb, mark);
         }
-        if (!waiting_for_peer(st)) return kKernel;
+        if (st != SockState::accepting && !waiting_for_peer(st)) return kKernel;
         if (nb) {
             errno = EAGAIN;
             return -1;
         }
-        int r = kwait(fd, POLLIN, dl);
-        if (r == 0) {
+        int r = st == SockState::accepting
+                    ? kwait2(fd, s->rendezvous.fd(), std::min(dl, s->rendezvous_until))
+                    : kwait(fd, POLLIN, dl);
+        if (r == 0 && Clock::now() >= dl) {
             errno = EAGAIN;
             return -1;
         }
@@ -284,34 +407,37 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
             if (first) dl = timeout_deadline(s->snd_timeout_ms);
             first = false;
             st = settle(s, fd, true);
-            if (st == SockState::hello_sent && s->outbuf.size() < kOutbufMax) {
-                // Taken as the kernel would take it into its buffer; it leaves once the
-                // server has decided.
-                size_t room = kOutbufMax - s->outbuf.size(), n = 0;
-                for (int i = 0; i < iovcnt && n < room; ++i) {
-                    size_t k = std::min(iov[i].iov_len, room - n);
-                    auto *p = static_cast<const uint8_t *>(iov[i].iov_base);
-                    s->outbuf.insert(s->outbuf.end(), p, p + k);
-                    n += k;
+            if (st == SockState::hello_sent) {
+                // Before the decision the bytes go to the kernel connection, counted: the
+                // server reads that many there before the stream (hello.h).  Without
+                // waiting under the lock: the REPLY may need it.
+                msghdr m{};
+                m.msg_iov = const_cast<iovec *>(iov);
+                m.msg_iovlen = static_cast<size_t>(iovcnt);
+                ssize_t n = real().sendmsg(fd, &m, flags | MSG_DONTWAIT);
+                if (n > 0) {
+                    s->pre_bytes += static_cast<uint64_t>(n);
+                    if (s->stat) {
+                        stat_add(s->stat->calls_out, 1);
+                        stat_add(s->stat->bytes_out, static_cast<uint64_t>(n));
+                    }
+                    return n;
                 }
-                if (s->stat) {
-                    stat_add(s->stat->calls_out, 1);
-                    stat_add(s->stat->bytes_out, n);
-                }
-                return static_cast<ssize_t>(n);
+                if (n == 0 || errno != EAGAIN || nb) return n;
             }
         }
         if (st == SockState::vipl) {
             Inside in;
             return vipl_send(s, iov, iovcnt, flags, nb, mark);
         }
-        if (st != SockState::hello_sent) return kKernel;
-        if (nb) {
-            errno = EAGAIN;
+        if (st == SockState::accepting) {
+            errno = EAGAIN; // non-blocking: writable once the client's stream is here
             return -1;
         }
-        // The client's buffer is full and its server has not decided: wait for its answer.
-        int r = kwait(fd, POLLIN, dl);
+        if (st != SockState::hello_sent) return kKernel;
+        // The kernel connection is full and its server has not decided: wait for room
+        // or for its answer.
+        int r = kwait(fd, POLLIN | POLLOUT, dl);
         if (r == 0) {
             errno = EAGAIN;
             return -1;
@@ -321,9 +447,10 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
 }
 
 int sock_readable_bytes(Sock *s) noexcept {
-    if (s->state.load() != SockState::vipl) return -1;
+    // Bytes still on the kernel connection: the kernel counts them.
+    if (s->state.load() != SockState::vipl || s->pre_bytes > 0) return -1;
     Inside in;
-    if (s->shut_rd) return 0;
+    if (s->shut_rd && s->family == AF_UNIX) return 0;
     size_t n = s->stream.readable_bytes();
     return static_cast<int>(std::min<size_t>(n, 0x7fffffff));
 }
@@ -353,7 +480,14 @@ int sock_shutdown(Sock *s, int fd, int how) noexcept {
         s->stream.shutdown_write(ec);
         s->shut_wr = true;
     }
-    if (how != SHUT_WR) s->shut_rd = true;
+    if (how != SHUT_WR && !s->shut_rd) {
+        s->shut_rd = true;
+        // A unix socket's peer learns it (its writes fail); a TCP one's does not.
+        if (s->family == AF_UNIX) {
+            std::error_code ec;
+            s->stream.shutdown_read(ec);
+        }
+    }
     return 0;
 }
 

@@ -124,9 +124,9 @@ bool show_process(int pid, bool header_done) {
 }
 
 int show_stat(int argc, char **argv) {
-    std::printf("%-8s %-5s %-6s %-6s %-28s %12s %12s %10s %10s %10s %10s\n", "PID", "FD", "ROLE",
-                "TRANS", "PEER", "BYTES_IN", "BYTES_OUT", "CALLS_IN", "CALLS_OUT", "SPINS",
-                "SLEEPS");
+    std::printf("%-8s %-5s %-6s %-6s %-28s %12s %12s %10s %10s %10s %10s %10s %10s\n", "PID", "FD",
+                "ROLE", "TRANS", "PEER", "BYTES_IN", "BYTES_OUT", "CALLS_IN", "CALLS_OUT",
+                "MSGS_IN", "MSGS_OUT", "SPINS", "SLEEPS");
     std::vector<int> pids;
     for (int i = 0; i < argc; ++i) pids.push_back(std::atoi(argv[i]));
     if (pids.empty()) {

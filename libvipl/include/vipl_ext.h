@@ -129,6 +129,35 @@ const char *VipReturnString(VIP_RETURN Code);
  */
 VIP_RETURN VipGetViWaitFd(IN VIP_VI_HANDLE ViHandle, OUT int *Fd);
 
+/* VipGetViWaitFdEx flags. */
+#define VIP_WAITFD_EXPLICIT_ARM 0x1u
+
+/*
+ * VipGetViWaitFd with flags.  VIP_WAITFD_EXPLICIT_ARM: a Done that finds
+ * nothing no longer arms the fd; the program calls VipArmViWaitFd before it
+ * sleeps on it instead.  Arming makes the peer ring this side's doorbell at
+ * its next event (a system call on each side), which a program that keeps
+ * calling Done while traffic flows (spinning, or busy) does not need: with
+ * the usual rule each of its messages costs that.  The mode is the VI's (all
+ * holders of a shareable VI), from this call on.  Returns as VipGetViWaitFd,
+ * and VIP_INVALID_PARAMETER for unknown flags.
+ * Child, signal and thread rules as VipGetViWaitFd.
+ */
+VIP_RETURN VipGetViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Flags, OUT int *Fd);
+
+/*
+ * In the explicit mode: the wait fd becomes readable at the VI's next event
+ * (a completion on either queue, the VI leaving the Connected state), or at
+ * once if something is there already (a completion to take, data the
+ * transport has not processed).  Call it after the last Done before
+ * sleeping; nothing is lost between the two.  Once readable it stays so
+ * until the next VipArmViWaitFd (a spurious wake-up is possible, a missed one
+ * is not).
+ * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_INVALID_STATE (the VI has
+ * no wait fd).  Child, signal and thread rules as VipGetViWaitFd.
+ */
+VIP_RETURN VipArmViWaitFd(IN VIP_VI_HANDLE ViHandle);
+
 /*
  * The same for a completion queue: readable when VipCQDone would return an
  * entry.  Child, signal and thread rules as VipGetViWaitFd.
@@ -269,7 +298,9 @@ VIP_RETURN VipQueryViHolders(IN VIP_VI_HANDLE ViHandle, OUT VIP_ULONG *Holders);
  * A spinner that did not spin (Nanoseconds 0) reports nothing.
  */
 typedef struct {
-    VIP_UINT64 Nanoseconds;   /* how long to spin now; 0: sleep at once */
+    /* How long to spin now; 0: sleep at once.  0 with PeerCpuKnown set: the peer
+     * waits on this CPU (a waiter may hand it the CPU with sched_yield()). */
+    VIP_UINT64 Nanoseconds;
     VIP_ULONG YieldEvery;     /* looks between two sched_yield(); 0: never */
     VIP_BOOLEAN PeerCpuKnown; /* the transport told where the peer waits */
 } VIP_SPIN_BUDGET;

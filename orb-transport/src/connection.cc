@@ -1,12 +1,12 @@
 // One Stream as a giopConnection.  omniORB may Send on a connection while another of its
 // threads is blocked in Recv on it, but a Stream is single-threaded: every stream call
 // takes mu_, and nobody sleeps holding it.  The stream is non-blocking; a caller that
-// must wait spins a little (spin_budget()), then sleeps in poll() on the stream's fd and
-// the connection's shutdown eventfd, and tries again.
+// must wait spins as the stream's spin policy allows (vipl::Spin over spin_budget()),
+// then sleeps in poll() on the stream's fd and the connection's shutdown eventfd, and
+// tries again.
 #include "omnivipl.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -24,15 +24,6 @@ int ms_until(const omni_time_t &deadline) {
 }
 
 namespace {
-
-constexpr unsigned kSpinMissesMax = 10;
-
-// Whether sched_yield() gave the CPU to another task (it returns at once otherwise).
-bool yield_ran_other() {
-    auto t = Clock::now();
-    sched_yield();
-    return Clock::now() - t > std::chrono::microseconds(3);
-}
 
 bool would_block(const std::error_code &ec) {
     return ec == std::errc::operation_would_block;
@@ -89,49 +80,47 @@ bool Connection::readable_now() {
     return poll(&p, 1, 0) > 0;
 }
 
-std::chrono::microseconds Connection::spin_budget() {
-    unsigned misses = spin_misses_.load(std::memory_order_relaxed);
-    if (misses >= kSpinMissesMax && (spin_probe_.fetch_add(1, std::memory_order_relaxed) & 31) != 0)
-        return std::chrono::microseconds(0);
-    return std::chrono::microseconds(options().spin_us >> std::min(misses, kSpinMissesMax));
+SpinBudget Connection::spin_budget() const {
+    return stream_.spin_budget();
 }
 
 void Connection::spin_outcome(bool won) {
-    unsigned misses = spin_misses_.load(std::memory_order_relaxed);
-    if (won)
-        spin_misses_.store(0, std::memory_order_relaxed);
-    else if (misses < kSpinMissesMax)
-        spin_misses_.store(misses + 1, std::memory_order_relaxed);
+    stream_.spin_outcome(won);
 }
 
 template <typename Op>
 int Connection::transfer(const omni_time_t &deadline, bool sending, Op op) {
-    auto spin = spin_budget();
-    auto spin_end = Clock::now() + spin;
-    bool spinning = spin.count() > 0;
-    bool handed_cpu = false; // a yield ran another task here: the answer came from a peer
-                             // on this CPU, which sleeping serves as well
-    for (unsigned i = 0;; ++i) {
-        if (is_shutdown()) return -1;
-        std::error_code ec;
-        size_t n = locked(
+    std::error_code ec;
+    size_t n = 0;
+    // One look: the operation under mu_; true once it did not find the stream empty/full.
+    auto look = [&] {
+        ec.clear();
+        n = locked(
             [&] {
                 size_t got = op(ec);
                 if (sending) send_waiting_ = ec == std::errc::operation_would_block;
                 return got;
             },
             sending);
-        if (!ec) {
-            if (spinning) spin_outcome(!handed_cpu);
-            return n == 0 ? -1 : static_cast<int>(n); // 0: the peer closed
-        }
-        if (!would_block(ec)) return -1;
-        if (spinning) {
-            // A peer on this CPU answers only if we let it run.
-            if ((i & 3) == 3) handed_cpu |= yield_ran_other();
-            if (Clock::now() < spin_end) continue;
-            spin_outcome(false);
-            spinning = false;
+        return !would_block(ec);
+    };
+    auto result = [&] {
+        if (ec) return -1;
+        return n == 0 ? -1 : static_cast<int>(n); // 0: the peer closed
+    };
+    for (bool spun = false;;) {
+        if (is_shutdown()) return -1;
+        if (look()) return result();
+        if (!spun) {
+            // Once per call, before the first sleep.
+            spun = true;
+            Spin spin;
+            spin.add(spin_budget());
+            int ms = ms_until(deadline);
+            bool got = spin.run([&] { return is_shutdown() || look(); },
+                                ms < 0 ? kNever : Clock::now() + std::chrono::milliseconds(ms));
+            spin.report(*this, got, got);
+            if (got) return is_shutdown() ? -1 : result();
         }
         int t = ms_until(deadline);
         if (t == 0) return 0;

@@ -31,7 +31,7 @@ namespace vipl::orb {
 
 // ---------------------------------------------------------------- options.cc
 struct Options {
-    uint32_t spin_us = 20;            // viplSpinTime: polling before sleeping in Send/Recv/Peek
+    uint32_t spin_us = 20;            // viplSpinTime: base spin before sleeping in Send/Recv/Peek
     uint32_t buffer_size = 64 * 1024; // viplBufferSize
     uint32_t recv_buffers = 16;       // viplRecvBuffers
     uint32_t send_buffers = 16;       // viplSendBuffers
@@ -144,10 +144,9 @@ public:
     bool wait(int timeout_ms);
     bool is_shutdown() const { return shutdown_.load(std::memory_order_acquire); }
 
-    // How long a waiter polls before it sleeps: options().spin_us, halved for each wait
-    // in a row whose spin found nothing (a peer on this very CPU cannot answer while we
-    // spin), down to none; every 32nd wait tries the full budget again.
-    std::chrono::microseconds spin_budget();
+    // The spin a waiter may make before it sleeps, and how it ended: the stream's spin
+    // policy (libvipl's, options().spin_us as its base; vipl/spin.h).  Any thread.
+    SpinBudget spin_budget() const;
     void spin_outcome(bool won);
 
 private:
@@ -165,7 +164,6 @@ private:
     int shutdown_fd_;
     int progress_fd_;
     bool send_waiting_ = false; // under mu_; omniORB sends from one thread at a time
-    std::atomic<unsigned> spin_misses_{0}, spin_probe_{0};
     std::atomic<bool> shutdown_{false};
     std::shared_ptr<Selector> selector_;
     std::string my_, peer_;

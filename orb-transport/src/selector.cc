@@ -7,7 +7,6 @@
 #include "omnivipl.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -177,15 +176,14 @@ bool Selector::peek(Connection *c) {
     e->peek_go = false;
     lock.unlock();
 
-    bool got = false;
-    auto spin = c->spin_budget();
-    auto spin_end = Clock::now() + spin;
-    for (unsigned i = 0;; ++i) {
-        got = c->readable_now() || c->is_shutdown();
-        if (got || Clock::now() >= spin_end) break;
-        if ((i & 3) == 3) sched_yield(); // a peer on this CPU answers only if it runs
+    auto ready = [&] { return c->readable_now() || c->is_shutdown(); };
+    bool got = ready();
+    if (!got) {
+        Spin spin;
+        spin.add(c->spin_budget());
+        got = spin.run(ready, deadline);
+        spin.report(*c, got, got);
     }
-    if (spin.count()) c->spin_outcome(got);
     while (!got) {
         auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0) break;

@@ -24,7 +24,7 @@
 // independent.  A shareable Stream (StreamOptions::shareable) may be called by several
 // threads at once, except close(), abort(), the destructor and moving, which need the
 // other threads of the process out of its calls (as closing a socket's fd would).  fd()
-// may be polled from any thread.
+// may be polled from any thread; the first call of fd() itself is a call of the stream.
 // Signals: no call is async-signal-safe.  Blocking calls return interrupted when a
 // handler runs while they sleep, whatever SA_RESTART says.
 // fork():
@@ -98,6 +98,12 @@ struct StreamOptions {
     // wait fd itself and the stream keeps no eventfd: no system call on the data path,
     // and readiness is the caller's business through events() (see fd()).
     bool ready_fd = true;
+    // Whether write() may take bytes that wait for the peer's credits (coalesced, sent by a
+    // later call as credits come).  false: write() takes only what it can send at once, so
+    // every byte it accepted is on its way without another call of this stream, as a
+    // socket's are once send() returned (a writer then gets operation_would_block, or
+    // waits, while the peer has no room).  The socket interposer wants that.
+    bool hold_back = true;
     // Overrides the VIPL device chosen from the URI ("tcp:eth0", "shm0"...); empty: from URI.
     std::string device;
 };
@@ -194,6 +200,10 @@ public:
     // Half-close: no more writes (broken_pipe); once everything written before has been
     // sent, the peer reads end of stream, and may keep writing to us.  Never blocks.
     void shutdown_write(std::error_code &ec);
+    // No more reads: what is here and what comes is dropped (read() gives the end of
+    // stream), and the peer's writes fail with broken_pipe from then on, as a unix
+    // socket's do after shutdown(SHUT_RD).  Never blocks.
+    void shutdown_read(std::error_code &ec);
 
     // Orderly close: stops reading (unread and later data is discarded), sends what was
     // written, sends the end of stream and waits until the peer has taken all of it, or
@@ -212,6 +222,40 @@ public:
     // few system calls per other holder.
     bool shared_with_others() const noexcept;
 
+    // The orderly close in two steps, for a program that must not wait for the peer (a
+    // socket's close returns at once; the kernel finishes for it): finish() stops reading
+    // (unread and later data is discarded), sends what was written and the end of
+    // stream, and returns at once; finished() then says, without waiting, whether the
+    // peer has taken all of it or the connection is over (close() with any deadline then
+    // returns at once).  Each call of finished() makes progress.  Shareable: as close()
+    // (ask shared_with_others() first: with other holders, close() alone).
+    void finish() noexcept;
+    bool finished() noexcept;
+
+    // Waits until everything written so far was handed to the transport (nothing held
+    // back, every send complete: in the shm ring, in the tcp socket), so that it reaches
+    // the peer without another call of this stream; or until the deadline (timed_out),
+    // a signal handler (interrupted) or the connection's end (its error).  A socket's
+    // blocking send returns then: the interposer's does too.
+    std::error_code flush(Deadline deadline) noexcept;
+
+    // Whether data this side wrote was not yet read by the peer's program (its buffers
+    // not returned).  A socket whose peer closed or died in that case reports a reset
+    // (ECONNRESET) rather than the end of stream: the interposer asks this.
+    bool peer_unread() const noexcept;
+    // Whether the peer closed the stream (close() or finish()) rather than only shutting
+    // down writing: both end the stream for the reader; a unix socket hangs up on the
+    // first only.
+    bool peer_closed() const noexcept;
+    // A half-close that says the rest of this side's bytes go another way (the socket
+    // interposer hands a connection back to its kernel socket before an exec): as
+    // shutdown_write(), and the peer's peer_switched() becomes true once it has read
+    // everything before it (read() gives the end of stream).
+    void switch_out(std::error_code &ec);
+    bool peer_switched() const noexcept;
+    // Either side switched out (a shareable stream's other holder may have done it here).
+    bool switching() const noexcept;
+
     // A file descriptor that poll/select/epoll report readable (POLLIN) when one of the
     // events chosen by set_fd_events() holds (by default POLLIN: read() would not block,
     // as data, end of stream or an error is there), or the connection broke.  Spurious
@@ -223,19 +267,34 @@ public:
     // the stream: never close or read it.  -1 for an empty stream.
     // Without ready_fd (StreamOptions): fd() is libvipl's VI wait fd, readable (POLLIN)
     // on any event of the VI (a message, a send completing, the connection ending) that
-    // came after the last call of the stream.  It does not tell the stream's readiness:
-    // call events() after every wake-up and before every sleep, and sleep only when it
-    // reported nothing of what you wait for (data already taken off the VI makes no new
-    // event).  Waiting for POLLOUT works the same way (credits arrive as VI events).
-    // A shareable stream that several holders wait on at once needs ready_fd: another
-    // holder may take the event this one would have woken for.
+    // comes after a call of the stream left nothing of set_fd_events() ready (the call
+    // then arms it).  It does not tell the stream's readiness: call events() (or the
+    // read() or write() you wanted) after every wake-up and before every sleep, and sleep
+    // only when it reported nothing of what you wait for (data already taken off the VI
+    // makes no new event).  Waiting for POLLOUT works the same way (credits arrive as VI
+    // events; ask set_fd_events(POLLOUT)).  A shareable stream that several holders
+    // wait on at once needs ready_fd: another holder may take the event this one would
+    // have woken for.
+    // Either way the stream keeps fd() truthful only from the first call of fd() on
+    // (in this process): until then no call arms anything for it.
     int fd() const noexcept;
+
+    // For a waiter that looks at the stream itself before it sleeps (the socket
+    // interposer): libvipl's VI wait fd, which stays quiet until arm() armed it (unlike
+    // fd(), whose handing out makes the stream arm it after every call, a system call per
+    // message for the peer).  arm() takes what arrived and returns events(); when none of
+    // `want` (nor POLLERR, POLLHUP) holds, it arms the wait fd first, so that the VI's
+    // next event makes it readable: sleep on wait_fd() only after an arm() that returned
+    // nothing wanted.  Without ready_fd only; -1 for an empty stream.
+    int wait_fd() const noexcept;
+    short arm(short want) noexcept;
 
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
     // A program that waits for POLLOUT only when a write would block keeps fd() quiet
     // while the stream is writable (like asking a socket for POLLOUT only then).
-    // Without ready_fd it is kept but changes nothing.  Shareable: one for all holders.
+    // Without ready_fd it says when a call arms fd() (see fd()).  Shareable: one for all
+    // holders.
     void set_fd_events(short events) noexcept;
     short fd_events() const noexcept;
 

@@ -1,9 +1,9 @@
 // Scenario exec: a child execs this program with two copies of a live connection, one
 // close-on-exec and one not.  The new image finds the first gone (EBADF) and the second a
-// socket of the run's family (F_GETFD, getsockname, getpeername, SO_TYPE); it sends
-// nothing through it (a connection that rides vipl does not follow a new image: the
-// interposer's documented limit).  The parent's copies keep working after the child
-// exec'd and exited.
+// socket of the run's family (F_GETFD, getsockname, getpeername, SO_TYPE) that carries a
+// round trip with the server (inetd's pattern; the interposer hands a connection that
+// rides vipl back to its kernel socket at the exec).  The parent's copies keep working
+// after the child exec'd and exited.
 #include "compare.h"
 
 #include <fcntl.h>
@@ -60,6 +60,11 @@ int exec_image_main(int argc, char **argv) {
     say("kept copy: getpeername %s: %s", text(b).c_str(), where_text(peer.sa(), peer.len).c_str());
     say("kept copy: SO_TYPE %s: %s", text(t).c_str(),
         type == SOCK_STREAM ? "SOCK_STREAM" : "other");
+    // The server, told before the exec, reads 100 B and answers 100 B.
+    Res r;
+    size_t sent = send_pattern(kept, 100, 40, &r);
+    say("kept copy: 100 B sent: %s; the answer: %s", sent == 100 ? "all" : text(r).c_str(),
+        recv_check(kept, 100, 41).c_str());
     return failures() ? 1 : 0;
 }
 
@@ -82,6 +87,8 @@ void exec_scenario() {
     close(lf);
     std::string exe = run().exe, a1 = std::to_string(c), a2 = std::to_string(kept);
     std::string fam = family_name(run().family), hex = addr_hex(addr);
+    srv->post("recv 100 40");
+    srv->post("send 100 41");
     Peer *child = spawn("child", [&](Chan &) {
         // The new image writes its own lines to `log`; ours (none) stay empty.
         execl(exe.c_str(), "sockdiff", "exec-image", log.c_str(), a1.c_str(), a2.c_str(),
@@ -89,6 +96,9 @@ void exec_scenario() {
         fatal("execl: %s", strerror(errno));
     });
     join_ok(child);
+    std::string heard = srv->answer();
+    std::string answered = srv->answer();
+    say("the server heard from the new image: %s; answered: %s", heard.c_str(), answered.c_str());
     int fd = open(log.c_str(), O_RDONLY | O_CLOEXEC);
     char buf[4096];
     ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;

@@ -90,7 +90,11 @@ void nonblock_scenario() {
     }
     say("sends while the server does not read end with %s",
         r.v < 0 && r.err == EAGAIN && total > 0 ? "EAGAIN (send filled)" : text(r).c_str());
-    say("poll(POLLOUT) while full = %s", events_text(wait_for(c, POLLOUT, kQuietMs)).c_str());
+    // Whether room comes back before the reader reads is no promise either: TCP's send
+    // buffer empties into the receiver's by itself, a unix socket's (and a stream's) does
+    // not.  Only unix connections, where both agree, are compared.
+    std::string full = events_text(wait_for(c, POLLOUT, kQuietMs));
+    say("poll(POLLOUT) while full = %s", run().tcp() ? "(TCP: not compared)" : full.c_str());
     // The server reads it all, then answers 8 bytes; we wait on the socket as a program
     // that still has something to do would.
     check(srv->ask("recv-after 0 " + std::to_string(total) + " 5") == "ok", "drain");

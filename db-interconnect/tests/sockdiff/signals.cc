@@ -172,9 +172,13 @@ void signals_scenario() {
     arm(50);
     Res r = res(send(c, chunk.data(), chunk.size(), 0));
     disarm();
+    // Whether a TCP connection is still full 50 ms after a send found it full is up to
+    // TCP (its buffers grow, and empty into the receiver's): on TCP only the bytes are
+    // compared, on unix connections the interruption too.
+    bool tcp = run().tcp();
     say("blocking send of 64 KiB on full buffers, SIGALRM at 50 ms, the server reads at 200 ms, "
-        "SA_RESTART = %s, the handler ran %d time(s)",
-        text(r).c_str(), static_cast<int>(g_hits));
+        "SA_RESTART = %s, the handler ran %s time(s)",
+        text(r).c_str(), tcp ? "(TCP: not compared)" : std::to_string(g_hits).c_str());
     got = srv->answer(10000);
     say("the server read every byte: %s",
         got == "done " + std::to_string(total + chunk.size()) + " match" ? "yes, in order"
@@ -187,8 +191,11 @@ void signals_scenario() {
     r = res(send(c, chunk.data(), chunk.size(), 0));
     disarm();
     // Bytes taken before the signal would be a partial count, not EINTR: none fit here.
-    say("the same without SA_RESTART = %s, the handler ran %d time(s)",
-        r.v > 0 ? "a partial count" : text(r).c_str(), static_cast<int>(g_hits));
+    say("the same without SA_RESTART = %s, the handler ran %s time(s)",
+        tcp       ? "(TCP: not compared)"
+        : r.v > 0 ? "a partial count"
+                  : text(r).c_str(),
+        tcp ? "(TCP: not compared)" : std::to_string(g_hits).c_str());
     if (r.v > 0) total += static_cast<uint64_t>(r.v);
     got = srv->ask("recv " + std::to_string(total) + " 12", 10000);
     say("the server read every byte sent: %s",

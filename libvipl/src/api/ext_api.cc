@@ -42,9 +42,13 @@ const char *VipReturnString(VIP_RETURN Code) {
 }
 
 VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
+    return VipGetViWaitFdEx(ViHandle, 0, Fd);
+}
+
+VIP_RETURN VipGetViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Flags, int *Fd) {
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
-        if (!vi || !Fd) return VIP_INVALID_PARAMETER;
+        if (!vi || !Fd || (Flags & ~VIP_WAITFD_EXPLICIT_ARM)) return VIP_INVALID_PARAMETER;
         ViGuard g(vi);
         if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (vis().local(vi).user_fd < 0) {
@@ -60,7 +64,11 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
             watch_transport(ep, vi, 0, true);
             vis().local(vi).user_fd = ep;
         }
+        bool explicit_arm = Flags & VIP_WAITFD_EXPLICIT_ARM;
+        vi->fd_explicit.store(explicit_arm);
         vi->fd_mode.store(true);
+        *Fd = vis().local(vi).user_fd;
+        if (explicit_arm) return VIP_SUCCESS; // the program arms before it sleeps
         // Make the fd truthful from now on: readable if something is already there.
         vi_arm(vi);
         vi_progress(vi);
@@ -70,6 +78,18 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
             vi_wake(vi);
         }
         *Fd = vis().local(vi).user_fd;
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipArmViWaitFd(VIP_VI_HANDLE ViHandle) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        if (!vi->fd_mode.load()) return VIP_INVALID_STATE;
+        arm_wait_fd(vi);
         return VIP_SUCCESS;
     });
 }

@@ -199,6 +199,10 @@ struct Vi : Object {
     std::atomic<int> sleepers{0};
     std::atomic<bool> kicked{false};
     std::atomic<bool> fd_mode{false};
+    // The program arms the wait fd itself before it sleeps (VipArmViWaitFd), not every
+    // Done that finds nothing; fd_armed: it did, so local events wake the fd too.
+    std::atomic<bool> fd_explicit{false};
+    std::atomic<bool> fd_armed{false};
     uint64_t next_liveness = 0;
     // A holder died inside the library with the lock held (shareable VIs).
     bool poisoned = false;
@@ -229,6 +233,8 @@ struct Vi : Object {
         efd = -1;
         kicked.store(false, std::memory_order_relaxed);
         fd_mode.store(false, std::memory_order_relaxed);
+        fd_explicit.store(false, std::memory_order_relaxed);
+        fd_armed.store(false, std::memory_order_relaxed);
         next_liveness = 0;
         poisoned = false;
         transport_epoch = 0;

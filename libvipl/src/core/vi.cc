@@ -63,7 +63,7 @@ void wq_advance(Vi *vi, WorkQueue &q) {
         __atomic_store_n(&cs.Status, e.status, __ATOMIC_RELEASE);
         __atomic_store_n(&q.visible, v + 1, __ATOMIC_RELEASE);
     }
-    if (v != first) vi_wake(vi);
+    if (v != first) vi_wake_completed(vi);
 }
 
 void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status) {

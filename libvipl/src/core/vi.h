@@ -35,9 +35,24 @@ void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err);
 // Wakes whoever waits on the VI (a local thread, the notification thread, a
 // program polling its wait fd).  Cheap when nobody does.
 void vi_wake_now(Vi *vi);
+// Whether a program polling the VI's wait fd must hear of an event now: always in the
+// usual mode, once armed in the explicit one (VipArmViWaitFd).
+inline bool fd_wants_wake(const Vi *vi) {
+    return vi->fd_mode.load(std::memory_order_relaxed) &&
+           (!vi->fd_explicit.load(std::memory_order_relaxed) ||
+            vi->fd_armed.load(std::memory_order_relaxed));
+}
 inline void vi_wake(Vi *vi) {
-    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 ||
-        vi->fd_mode.load(std::memory_order_relaxed) || vi->sq.notify || vi->rq.notify)
+    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || fd_wants_wake(vi) || vi->sq.notify ||
+        vi->rq.notify)
+        vi_wake_now(vi);
+}
+// The same for completions made visible: an explicitly armed fd whose peer has rung
+// (its arming is used up) is readable already, until the next arming drains it.
+inline void vi_wake_completed(Vi *vi) {
+    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || vi->sq.notify || vi->rq.notify ||
+        (fd_wants_wake(vi) && !(vi->fd_explicit.load(std::memory_order_relaxed) && vi->prov &&
+                                !vi->nic->ops->vi->armed(vi))))
         vi_wake_now(vi);
 }
 // Drains vi->efd after a wake-up.

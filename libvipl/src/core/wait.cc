@@ -181,6 +181,17 @@ static void rearm_for_fd(Vi *vi) {
     }
 }
 
+void arm_wait_fd(Vi *vi) {
+    vi->fd_armed.store(true, std::memory_order_relaxed);
+    rearm_for_fd(vi);
+    // A failure (found just now by the look at the peer, or before) is a state the fd
+    // reports until the program has seen it: rearming drained its wake-up.
+    if (vi->state.load(std::memory_order_acquire) == VIP_STATE_ERROR) {
+        vi->kicked.store(false);
+        vi_wake(vi);
+    }
+}
+
 // Done's work with the lock held: true and *rc when something was taken,
 // or (in a wait) when a provider's sleep was interrupted.
 static bool done_locked(Vi *vi, WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc,
@@ -188,7 +199,8 @@ static bool done_locked(Vi *vi, WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *
     if (take(q, out, rc)) return true;
     vi_progress(vi);
     if ((wait && interrupted(rc)) || take(q, out, rc)) return true;
-    if (vi->fd_mode.load(std::memory_order_relaxed)) {
+    if (vi->fd_mode.load(std::memory_order_relaxed) &&
+        !vi->fd_explicit.load(std::memory_order_relaxed)) {
         rearm_for_fd(vi);
         if ((wait && interrupted(rc)) || take(q, out, rc)) return true;
     }

@@ -50,6 +50,10 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns);
 // not only after a yield ran something else) or not (lock held).
 void spin_outcome(Vi *vi, bool won);
 
+// VipArmViWaitFd: the wait fd becomes readable at the VI's next event, or at once if
+// one is waiting (lock held).
+void arm_wait_fd(Vi *vi);
+
 // VipSendDone/VipRecvDone on a looked-up VI.
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out);
 // VipSendWait/VipRecvWait.

@@ -299,6 +299,9 @@ TEST_CASE("A VI's wait fd becomes readable when the peer process dies", "[ext][w
     std::string device = VT_DEVICE();
     bool error_callback = GENERATE(false, true);
     INFO((error_callback ? "with an error callback" : "without an error callback"));
+    // The usual wait fd; one armed explicitly before the death; one armed after it.
+    int arming = GENERATE(0, 1, 2);
+    INFO("arming " << arming);
     std::string disc = vt::unique_disc("-fddeath");
     vt::Pipe up, down;
     int pid = vt::spawn_child([&]() -> int {
@@ -338,13 +341,16 @@ TEST_CASE("A VI's wait fd becomes readable when the peer process dies", "[ext][w
     char c;
     REQUIRE(up.get(&c, 10000));
     int fd;
-    REQUIRE(VipGetViWaitFd(vi, &fd) == VIP_SUCCESS);
+    REQUIRE(VipGetViWaitFdEx(vi, arming ? VIP_WAITFD_EXPLICIT_ARM : 0, &fd) == VIP_SUCCESS);
+    if (arming == 1) REQUIRE(VipArmViWaitFd(vi) == VIP_SUCCESS);
     CHECK_FALSE(readable(fd, 50));
     down.put('x');
     int status = vt::wait_child(pid, 10);
     CHECK(WIFEXITED(status));
     // Readability is a state, not an event: it lasts until the program looks.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Arming after the death finds it, and leaves the fd readable.
+    if (arming == 2) REQUIRE(VipArmViWaitFd(vi) == VIP_SUCCESS);
     CHECK(readable(fd, vt::kWaitMs));
     // The program then learns what happened from the VI.
     CHECK(vt::drive_to_state(vi, VIP_STATE_ERROR, vt::kWaitMs));

@@ -167,3 +167,40 @@ TEST_CASE("wait fds: epoll wakes for a message from another process", "[shm][wai
     printf("[measure] wait fd: slowest message wake-up %.2f ms, %d wake-ups that found nothing\n",
            worst, spurious);
 }
+
+// The usual wait fd re-arms at every Done that finds nothing, so a receiver that keeps
+// calling Done makes its peer ring for each message; explicitly armed, it does not.
+TEST_CASE("shm: a receiver polling Done with an explicitly armed wait fd costs no doorbells",
+          "[waitfd]") {
+    for (bool explicit_arm : {false, true}) {
+        INFO((explicit_arm ? "explicit arming" : "arming at every Done that finds nothing"));
+        vt::Nic na("shm0"), nb("shm0");
+        vt::Memory ma(na, 1 << 16), mb(nb, 1 << 16);
+        vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+        int fd;
+        REQUIRE(VipGetViWaitFdEx(p.a, explicit_arm ? VIP_WAITFD_EXPLICIT_ARM : 0, &fd) ==
+                VIP_SUCCESS);
+        const int kMessages = 200;
+        VIP_DESCRIPTOR *d;
+        for (int i = 0; i < kMessages; ++i) {
+            vt::set_desc(ma.desc(0), ma.base + 8192, 64, ma.mh);
+            REQUIRE(VipPostRecv(p.a, ma.desc(0), ma.mh) == VIP_SUCCESS);
+            REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE); // arms, in the usual mode
+            vt::set_desc(mb.desc(0), mb.base + 8192, 64, mb.mh);
+            REQUIRE(VipPostSend(p.b, mb.desc(0), mb.mh) == VIP_SUCCESS);
+            bool got = false;
+            for (int k = 0; k < 100000 && !got; ++k) got = VipRecvDone(p.a, &d) == VIP_SUCCESS;
+            REQUIRE(got);
+            REQUIRE(VipSendWait(p.b, 5000, &d) == VIP_SUCCESS);
+        }
+        VIP_VI_COUNTERS c{};
+        REQUIRE(VipQueryViCounters(p.b, &c) == VIP_SUCCESS);
+        INFO("doorbells rung by the sender: " << c.DoorbellsRung);
+        if (explicit_arm)
+            CHECK(c.DoorbellsRung == 0);
+        else
+            CHECK(c.DoorbellsRung >= kMessages / 2);
+        vt::destroy_vi(p.a);
+        vt::destroy_vi(p.b);
+    }
+}

@@ -22,13 +22,15 @@
 
 namespace vipl::tcp {
 
-// An accepted connection whose Hello is arriving or waits for a taker.
+// An accepted connection whose Hello is arriving or waits for a taker; or
+// (handover) a connection from another process that is handing one over.
 struct Incoming {
     int fd = -1;
+    bool handover = false; // fd is the hand-over connection; its message is to come
     uint32_t got = 0;
     uint64_t deadline = 0; // for the Hello to arrive
     bool taken = false;    // a thread is answering it
-    bool watched = false;  // in its listener's `arrivals` set (its Hello is arriving)
+    bool watched = false;  // in its listener's `arrivals` set (its Hello is still to come)
     uint8_t buf[kHelloWire];
     Hello hello{};
 };
@@ -58,8 +60,9 @@ struct Listener {
     sockaddr_storage local{};
     socklen_t local_len = 0;
     int refs = 0; // NICs using it
-    // An epoll set of fd and the incoming connections whose Hello is still
-    // arriving (made with the first wait_fd): whatever a pump could take.
+    // An epoll set of fd and the incoming connections whose Hello (or
+    // hand-over message) is still to come, made with the first wait_fd:
+    // whatever a pump could take.
     int arrivals = -1;
     std::vector<Incoming *> incoming;
     std::vector<Served> served;

@@ -194,45 +194,47 @@ bool hand_over(Nic *nic, Listener *l, Incoming *in) {
     return ok;
 }
 
-// A connection handed over by another process: its Hello and descriptor.
-Incoming *receive_handover(int conn) {
-    // The sender writes right after connecting: 100 ms is plenty, and a
-    // signal handler running meanwhile must not cost the connection.
-    uint64_t deadline = now_ns() + 100000000ull;
-    for (;;) {
-        pollfd p{conn, POLLIN, 0};
-        uint64_t now = now_ns();
-        int left_ms = now >= deadline ? 0 : static_cast<int>((deadline - now + 999999) / 1000000);
-        int r = poll(&p, 1, left_ms);
-        if (r > 0) break;
-        if (r == 0 || errno != EINTR || now >= deadline) return nullptr;
-    }
-    auto *in = new Incoming;
-    iovec iov{in->buf, kHelloWire};
+// The message on a hand-over connection (in->fd, accepted from a Served
+// socket): the Hello and the TCP connection's descriptor, which then takes
+// the hand-over connection's place.  1 once it came, 0 not yet, -1 failed.
+// Never waits: the sender writes right after connecting, and a wait for it
+// would be a sleep in a zero-timeout VipConnectWait.
+int receive_handover(Listener *l, Incoming *in) {
+    uint8_t buf[kHelloWire];
+    iovec iov{buf, kHelloWire};
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
     mh.msg_control = control;
     mh.msg_controllen = sizeof control;
-    ssize_t n = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    ssize_t n = recvmsg(in->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+    int tcp = -1;
     for (cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : nullptr; c; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
         const int *fds = reinterpret_cast<const int *>(CMSG_DATA(c));
         for (int i = 0; i < count; ++i) {
-            if (in->fd < 0)
-                in->fd = fd_track(fds[i]);
+            if (tcp < 0)
+                tcp = fd_track(fds[i]);
             else
                 close(fds[i]);
         }
     }
-    if (n != static_cast<ssize_t>(kHelloWire) || in->fd < 0 || !decode_hello(in->buf, &in->hello)) {
-        incoming_free(in);
-        return nullptr;
+    Hello h{};
+    if (n != static_cast<ssize_t>(kHelloWire) || tcp < 0 || !decode_hello(buf, &h)) {
+        if (tcp >= 0) fd_close(tcp);
+        return -1;
     }
+    watch(l, in, false);
+    fd_close(in->fd);
+    in->fd = tcp;
+    in->handover = false;
+    memcpy(in->buf, buf, kHelloWire);
+    in->hello = h;
     in->got = kHelloWire;
-    return in;
+    return 1;
 }
 
 void remove_at(Listener *l, size_t i) {
@@ -255,15 +257,21 @@ void pump(Nic *nic, Listener *l) {
         for (int i = 0; i < 16 && l->incoming.size() < kMaxIncoming; ++i) {
             int conn = fd_track(accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
             if (conn < 0) break;
-            Incoming *in = receive_handover(conn);
-            fd_close(conn);
-            if (in) l->incoming.push_back(in);
+            auto *in = new Incoming;
+            in->fd = conn;
+            in->handover = true;
+            in->deadline = now_ns() + 100000000ull; // the sender writes at once: 100 ms is plenty
+            l->incoming.push_back(in);
+            watch(l, in, true);
         }
     uint64_t now = now_ns();
     for (size_t i = 0; i < l->incoming.size();) {
         Incoming *in = l->incoming[i];
         bool drop = false;
-        if (in->got < kHelloWire) {
+        if (in->handover) {
+            int r = receive_handover(l, in);
+            drop = r < 0 || (r == 0 && now >= in->deadline);
+        } else if (in->got < kHelloWire) {
             ssize_t n = recv(in->fd, in->buf + in->got, kHelloWire - in->got, MSG_DONTWAIT);
             if (n > 0) in->got += static_cast<uint32_t>(n);
             if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) drop = true;

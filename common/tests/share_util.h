@@ -1,4 +1,4 @@
-// Helpers of the shareable-stream tests: options, byte patterns, records whose
+// What the shareable-stream tests share: options, byte patterns, records whose
 // contiguity a reader checks, numbered words several readers share out.
 #pragma once
 

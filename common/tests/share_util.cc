@@ -1,4 +1,4 @@
-#include "share_helpers.h"
+#include "share_util.h"
 
 namespace ct {
 

@@ -1,0 +1,99 @@
+// The spin loop (vipl/spin.h) and the spin policy a Stream hands out.
+#include "helpers.h"
+
+#include "vipl/spin.h"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// Records the outcomes reported to it, as a stream's policy would take them.
+struct Policy {
+    std::vector<bool> outcomes;
+    void spin_outcome(bool won) { outcomes.push_back(won); }
+};
+
+} // namespace
+
+TEST_CASE("spin: an empty spin looks nothing and reports nothing") {
+    vipl::Spin spin;
+    CHECK(spin.empty());
+    spin.add({0ns, 16});
+    CHECK(spin.empty());
+    int looks = 0;
+    CHECK(!spin.run([&] { return ++looks > 0; }, vipl::kNever));
+    CHECK(looks == 0);
+    Policy p;
+    spin.report(p, false, false);
+    CHECK(p.outcomes.empty());
+}
+
+TEST_CASE("spin: a peer on this CPU gets a few hand-offs, not a spin") {
+    vipl::Spin spin;
+    spin.add({0ns, 0, true});
+    CHECK(spin.empty());
+    CHECK(spin.active());
+    int looks = 0;
+    CHECK(!spin.run([&] { return ++looks < 0; }, vipl::kNever));
+    CHECK(looks == static_cast<int>(vipl::Spin::kHandoffs));
+    looks = 0;
+    CHECK(spin.run([&] { return ++looks == 2; }, vipl::kNever));
+    CHECK(looks == 2);
+    Policy p;
+    spin.report(p, true, true); // no spin: the policy learns nothing
+    CHECK(p.outcomes.empty());
+}
+
+TEST_CASE("spin: it lasts as long as the longest budget, or until the deadline") {
+    vipl::Spin spin;
+    spin.add({1ms, 0});
+    spin.add({20ms, 0});
+    spin.add({5ms, 0});
+    auto t0 = vipl::Clock::now();
+    CHECK(!spin.run([] { return false; }, vipl::kNever));
+    CHECK(vipl::Clock::now() - t0 >= 20ms);
+    CHECK(vipl::Clock::now() - t0 < 2s);
+
+    t0 = vipl::Clock::now();
+    CHECK(!spin.run([] { return false; }, t0 + 3ms));
+    CHECK(vipl::Clock::now() - t0 >= 3ms);
+    CHECK(vipl::Clock::now() - t0 < 15ms + 1s); // not the whole budget (a loose bound)
+}
+
+TEST_CASE("spin: an answer ends it; the outcome goes to the VIs as the policy wants") {
+    vipl::Spin spin;
+    spin.add({1s, 0});
+    int looks = 0;
+    CHECK(spin.run([&] { return ++looks == 3; }, vipl::kNever));
+    CHECK(looks == 3);
+    CHECK(spin.won()); // no yield ran anything
+    Policy answered, quiet, lost;
+    spin.report(answered, true, true);
+    spin.report(quiet, true, false);
+    spin.report(lost, false, false);
+    CHECK(answered.outcomes == std::vector<bool>{true});
+    CHECK(quiet.outcomes.empty()); // another VI answered: nothing learnt
+    CHECK(lost.outcomes == std::vector<bool>{false});
+}
+
+TEST_CASE("stream: spin_budget is the policy's, with spin_us as the base") {
+    std::string base = CT_PROVIDER();
+    INFO(base);
+    vipl::StreamOptions o;
+    o.spin_us = 64;
+    auto p = ct::connect_pair(base, o);
+    // The peer end never waited: its CPU is unknown, so the spinner yields now and then.
+    vipl::SpinBudget b = p.client.spin_budget();
+    CHECK(b.time == 64us);
+    CHECK(b.yield_every > 0);
+    for (int i = 0; i < 3; ++i) p.client.spin_outcome(false);
+    CHECK(p.client.spin_budget().time == 8us);
+    p.client.spin_outcome(true);
+    CHECK(p.client.spin_budget().time == 64us);
+    CHECK(vipl::Stream().spin_budget().time == 0ns);
+
+    vipl::StreamOptions none;
+    none.spin_us = 0;
+    auto q = ct::connect_pair(base, none);
+    CHECK(q.client.spin_budget().time == 0ns);
+}

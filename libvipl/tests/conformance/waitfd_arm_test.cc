@@ -1,0 +1,84 @@
+// VipGetViWaitFdEx(VIP_WAITFD_EXPLICIT_ARM) and VipArmViWaitFd: the program arms the
+// wait fd itself before it sleeps; an armed fd wakes at the next event, or at once when
+// something is there already.
+#include "support.h"
+
+#include <poll.h>
+
+#include <thread>
+
+namespace {
+
+bool readable(int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    int r;
+    do r = poll(&p, 1, timeout_ms);
+    while (r < 0 && errno == EINTR);
+    return r > 0 && (p.revents & POLLIN);
+}
+
+void send_one(vt::Memory &m, VIP_VI_HANDLE vi, size_t slot) {
+    vt::set_desc(m.desc(slot), m.base + 8192 + slot * 256, 64, m.mh);
+    REQUIRE(VipPostSend(vi, m.desc(slot), m.mh) == VIP_SUCCESS);
+}
+
+} // namespace
+
+TEST_CASE("An explicitly armed wait fd wakes at the next message, or at once if one waits",
+          "[ext][waitfd]") {
+    std::string device = VT_DEVICE();
+    vt::Nic na(device), nb(device);
+    vt::Memory ma(na, 1 << 16), mb(nb, 1 << 16);
+    vt::Pair p =
+        vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb), nullptr, nullptr, nullptr,
+                         nullptr, [&](VIP_VI_HANDLE a, VIP_VI_HANDLE) {
+                             for (size_t i = 0; i < 16; ++i) {
+                                 vt::set_desc(ma.desc(i), ma.base + 8192 + i * 256, 256, ma.mh);
+                                 REQUIRE(VipPostRecv(a, ma.desc(i), ma.mh) == VIP_SUCCESS);
+                             }
+                         });
+    int fd = -1;
+    CHECK(VipArmViWaitFd(p.a) == VIP_INVALID_STATE); // no wait fd yet
+    CHECK(VipGetViWaitFdEx(p.a, 0x2, &fd) == VIP_INVALID_PARAMETER);
+    REQUIRE(VipGetViWaitFdEx(p.a, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
+    REQUIRE(fd >= 0);
+    VIP_DESCRIPTOR *d;
+    size_t slot = 0;
+    for (int round = 0; round < 10; ++round) {
+        INFO("round " << round);
+        // Nothing there: armed, the fd waits for the next message.
+        REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
+        REQUIRE(VipArmViWaitFd(p.a) == VIP_SUCCESS);
+        std::thread later([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(round % 2 ? 20 : 0));
+            send_one(mb, p.b, slot);
+        });
+        CHECK(readable(fd, 5000));
+        later.join();
+        VIP_DESCRIPTOR *sd;
+        REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
+        bool got = false;
+        for (int i = 0; i < 1000 && !got; ++i) got = VipRecvDone(p.a, &d) == VIP_SUCCESS;
+        REQUIRE(got);
+        REQUIRE(VipPostRecv(p.a, d, ma.mh) == VIP_SUCCESS);
+        slot = (slot + 1) % 16;
+    }
+    // A message there before arming (not taken): the fd is readable at once.
+    send_one(mb, p.b, slot);
+    VIP_DESCRIPTOR *sd;
+    REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
+    REQUIRE(VipArmViWaitFd(p.a) == VIP_SUCCESS);
+    CHECK(readable(fd, 1000));
+    // The end of the connection wakes an armed fd too.
+    bool got = false;
+    for (int i = 0; i < 1000 && !got; ++i) got = VipRecvDone(p.a, &d) == VIP_SUCCESS;
+    REQUIRE(got);
+    REQUIRE(VipArmViWaitFd(p.a) == VIP_SUCCESS);
+    REQUIRE(VipDisconnect(p.b) == VIP_SUCCESS);
+    CHECK(readable(fd, 5000));
+
+    CHECK(VipArmViWaitFd(nullptr) == VIP_INVALID_PARAMETER);
+    for (VIP_PVOID h : vt::garbage_handles(50)) CHECK(VipArmViWaitFd(h) == VIP_INVALID_PARAMETER);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+}
