@@ -108,9 +108,10 @@ TEST_CASE("faults: a SIGINT storm whose handler connects, during connections tha
                 max_us / 1000.0, turns);
     // Signals that come while one is pending merge (more of them on a busy machine), but
     // a storm that hits a live process runs its handler many times; and no cancel request
-    // waits long: it is a few local round trips.
+    // waits for another connection's negotiation (seconds): it is a few local round trips,
+    // milliseconds on a quiet machine, hundreds of them on a loaded one.
     REQUIRE(handlers >= kSignals / 10);
-    REQUIRE(max_us < 500000);
+    REQUIRE(max_us < 2000000);
     REQUIRE(turns >= 1);
 
     Seen seen;

@@ -76,7 +76,8 @@ TEST_CASE("faults: garbage and half a hello leave the listener and other connect
     auto t0 = std::chrono::steady_clock::now();
     EchoClients clients = start_echo_clients(ep, dir, 3, 256 << 10, 21, cs);
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    require_riding(stat_tree(clients.proc.pid()), "client", 3, 256 << 10, 256 << 10);
+    require_riding(tree_when_riding(clients.proc.pid(), "client", 3), "client", 3, 256 << 10,
+                   256 << 10);
     finish_echo_clients(clients);
     std::printf("garbage (%s): three echo clients took %.3f s beside the rogue connections\n",
                 ep.name().c_str(), took);
@@ -101,7 +102,7 @@ TEST_CASE("faults: garbage and half a hello leave the listener and other connect
     REQUIRE(read_for(fd, 10, 5000, &end) == "still here");
     close(fd);
     EchoClients again = start_echo_clients(ep, dir, 1, 4096, 22, cs);
-    require_riding(stat_tree(again.proc.pid()), "client", 1, 4096, 4096);
+    require_riding(tree_when_riding(again.proc.pid(), "client", 1), "client", 1, 4096, 4096);
     finish_echo_clients(again);
 
     auto summary = stop_echo_server(server);
@@ -140,10 +141,11 @@ TEST_CASE("faults: a client that stops half way through its negotiation stalls n
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("stalled negotiation (%s): another client's echo took %.3f s\n", ep.name().c_str(),
                 took);
-    require_riding(stat_of(clients), "client", 1, 4096, 4096);
+    require_riding(stat_of(clients, 1), "client", 1, 4096, 4096);
     finish_socat_clients(clients);
-    // A local echo takes milliseconds; a second is a stall.
-    REQUIRE(took < 1.0);
+    // A local echo takes milliseconds (hundreds on a loaded machine); the negotiation's
+    // bound (2 x VIPL_DB_NEGOTIATE_MS, 4 s by default) would be a stall.
+    REQUIRE(took < 2.0);
     close(rogue);
     stop_echo_server(server);
 }

@@ -81,6 +81,7 @@ TEST_CASE("programs: 1000 connect/disconnect cycles leave the server as it was")
                 "warm-up, %s after\n",
                 ep.name().c_str(), kCycles, std::chrono::duration<double>(took).count(),
                 describe(start).c_str(), describe(base).c_str(), describe(after).c_str());
+    INFO("mappings that changed:\n" << mapping_changes(base, after));
     REQUIRE(same_holdings(base, after));
 
     // Each connection rode vipl: one line per connection on both sides.

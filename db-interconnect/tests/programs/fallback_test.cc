@@ -65,8 +65,12 @@ TEST_CASE("programs: fallback directions keep every plain side's bytes exact") {
     REQUIRE(file_size(dir / "received") == kSize);
 
     // The connection is open (the client's stdin is): which transport carries it.
-    std::vector<StatRow> srv = stat_tree(server.pid()), cli = stat_tree(client.pid());
-    if (c.client_preloaded && c.server_preloaded) {
+    bool both = c.client_preloaded && c.server_preloaded;
+    std::vector<StatRow> srv =
+        both ? tree_when_riding(server.pid(), "server", 1) : stat_tree(server.pid());
+    std::vector<StatRow> cli =
+        both ? tree_when_riding(client.pid(), "client", 1) : stat_tree(client.pid());
+    if (both) {
         require_riding(srv, "server", 1, kSize, 0);
         require_riding(cli, "client", 1, 0, kSize);
     } else {

@@ -64,7 +64,8 @@ void at_limit(bool is_unix, long nofile) {
     auto sum = [](const std::string &o) { return o.substr(o.find("sha256="), 71); };
     REQUIRE(sum(server.output()) == sum(client.output()));
 
-    std::vector<StatRow> srv = stat_tree(server.pid()), cli = stat_tree(client.pid());
+    std::vector<StatRow> srv = tree_when_riding(server.pid(), "server", 1);
+    std::vector<StatRow> cli = tree_when_riding(client.pid(), "client", 1);
     require_riding(srv, "server", 1, 1 << 20, 1 << 20);
     require_riding(cli, "client", 1, 1 << 20, 1 << 20);
     if (preloaded()) {

@@ -62,8 +62,9 @@ TEST_CASE("programs: a client of another user than the server rides vipl over sh
 
     REQUIRE(uid_of(client_is_nobody ? clients.procs[0].pid() : server.pid()) == 65534);
     REQUIRE(uid_of(client_is_nobody ? server.pid() : clients.procs[0].pid()) == 0);
-    require_riding(stat_tree(server.pid()), "server", kConnections, kSize, kSize);
-    require_riding(stat_of(clients), "client", kConnections, kSize, kSize);
+    require_riding(tree_when_riding(server.pid(), "server", kConnections), "server", kConnections,
+                   kSize, kSize);
+    require_riding(stat_of(clients, kConnections), "client", kConnections, kSize, kSize);
 
     finish_socat_clients(clients);
     auto summary = stop_echo_server(server);

@@ -7,8 +7,10 @@ later ones until the connection fails) and --recv reads until the end.  It print
   "end K HOW NS"       when connection K ended: HOW is eof, done, or the errno name;
                        NS the CLOCK_MONOTONIC time of that moment in nanoseconds
   "closed K NS"        once its socket is closed (NS as above)
-With --step, it waits for a line on stdin before each connection after the first; at
-the end it prints "finished" and waits for stdin to close.
+With --hold, the first connection's sender prints "held 1" once its bytes are sent and
+waits for a line on stdin before it closes.  With --step, it waits for a line on stdin
+before each connection after the first; at the end it prints "finished" and waits for
+stdin to close.
 """
 import argparse
 import errno
@@ -67,6 +69,7 @@ def main() -> int:
     p.add_argument("--connections", type=int, default=1)
     p.add_argument("--first", type=int, help="bytes the first connection carries")
     p.add_argument("--step", action="store_true")
+    p.add_argument("--hold", action="store_true")
     args = p.parse_args()
     listener = None
     if args.listen:
@@ -78,6 +81,9 @@ def main() -> int:
         s = listener.accept()[0] if listener else endpoints.connect(args)
         limit = args.first if k == 1 and args.send else None
         transfer(s, k, args.send, limit)
+        if args.hold and k == 1 and args.send:
+            say("held 1")
+            sys.stdin.readline()
         s.close()
         say(f"closed {k} {time.monotonic_ns()}")
     say("finished")

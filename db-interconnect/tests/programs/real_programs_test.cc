@@ -55,8 +55,9 @@ TEST_CASE("programs: socat accept-then-fork server relays each connection throug
 
     // Every connection is open still (the clients' stdin is): one forked server child
     // per client, each riding vipl, as is each client.
-    require_riding(stat_tree(server.pid()), "server", kClients, kSize, kSize);
-    for (Proc &c : clients.procs) require_riding(stat_tree(c.pid()), "client", 1, kSize, kSize);
+    require_riding(tree_when_riding(server.pid(), "server", kClients), "server", kClients, kSize,
+                   kSize);
+    require_riding(stat_of(clients, kClients), "client", kClients, kSize, kSize);
     finish_socat_clients(clients);
     require_quiet_log(dir / "client.err");
     // The listener survived its children and serves again.
@@ -90,8 +91,10 @@ TEST_CASE("programs: asyncio epoll echo server and a multi-threaded client") {
     cs.err = dir / "client.err";
     EchoClients clients = start_echo_clients(ep, dir, kConnections, kSize, 7, cs);
 
-    require_riding(stat_tree(server.pid()), "server", kConnections, kSize, kSize);
-    require_riding(stat_tree(clients.proc.pid()), "client", kConnections, kSize, kSize);
+    require_riding(tree_when_riding(server.pid(), "server", kConnections), "server", kConnections,
+                   kSize, kSize);
+    require_riding(tree_when_riding(clients.proc.pid(), "client", kConnections), "client",
+                   kConnections, kSize, kSize);
 
     finish_echo_clients(clients);
     auto summary = stop_echo_server(server);
@@ -139,8 +142,8 @@ TEST_CASE("programs: python3 -m http.server serves curl --parallel a file of a f
     for (int i = 0; i < 200 && client.running(); ++i) {
         srv = stat_tree(server.pid());
         cli = stat_tree(client.pid());
-        if (select(srv, "server", "").size() == kFetches &&
-            select(cli, "client", "").size() == kFetches)
+        if (select(srv, "server", riding()).size() == kFetches &&
+            select(cli, "client", riding()).size() == kFetches)
             break;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

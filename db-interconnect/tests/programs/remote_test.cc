@@ -43,7 +43,9 @@ TEST_CASE("programs: across hosts, a server in VIPL_DB_REMOTE rides the tcp prov
     cs.err = dir / "client.err";
     SocatClients clients = start_socat_clients(ep, dir, kConnections, kSize, 31, cs);
 
-    std::vector<StatRow> srv = stat_tree(server.pid()), cli = stat_of(clients);
+    const char *trans = listed ? "tcp" : "kernel";
+    std::vector<StatRow> srv = tree_when_riding(server.pid(), "server", kConnections, trans);
+    std::vector<StatRow> cli = stat_of(clients, kConnections, trans);
     if (listed) {
         require_riding(srv, "server", kConnections, kSize, kSize, "tcp");
         require_riding(cli, "client", kConnections, kSize, kSize, "tcp");

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace dbt {
@@ -43,6 +44,9 @@ Census census(int pid) {
         int fields = 0;
         while (fields < 6 && f >> field) ++fields;
         if (fields < 6) ++c.anon_maps;
+        std::string rest;
+        std::getline(f, rest);
+        c.files.push_back(fields < 6 ? "" : field + rest);
     }
     std::ifstream status(base + "/status");
     while (std::getline(status, line))
@@ -61,6 +65,16 @@ std::string describe(const Census &c) {
     std::ostringstream o;
     o << c.fds << " fds (" << c.memfd_fds << " memfd), " << c.maps << " mappings (" << c.memfd_maps
       << " memfd, " << c.anon_maps << " anonymous), " << c.threads << " threads";
+    return o.str();
+}
+
+std::string mapping_changes(const Census &a, const Census &b) {
+    std::map<std::string, int> count;
+    for (const std::string &f : a.files) --count[f];
+    for (const std::string &f : b.files) ++count[f];
+    std::ostringstream o;
+    for (auto &[file, n] : count)
+        if (n) o << (n > 0 ? "+" : "") << n << " " << (file.empty() ? "(anonymous)" : file) << "\n";
     return o.str();
 }
 

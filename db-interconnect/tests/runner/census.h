@@ -16,7 +16,8 @@ struct Census {
     int memfd_fds = 0;  // descriptors of memfds
     int memfd_maps = 0; // mappings of memfds
     int threads = 0;
-    std::string fd_list; // "fd -> target" lines, for failure messages
+    std::string fd_list;            // "fd -> target" lines, for failure messages
+    std::vector<std::string> files; // what each mapping maps ("[heap]", a path, "" anonymous)
 };
 
 // A few anonymous mappings either way that two censuses of one process may differ by:
@@ -32,6 +33,8 @@ bool same_holdings(const Census &a, const Census &b);
 // Fails the test when the process cannot be read.
 Census census(int pid);
 std::string describe(const Census &c);
+// The mappings b has more or fewer of than a, by what they map ("+2 /usr/lib/x.so").
+std::string mapping_changes(const Census &a, const Census &b);
 
 // The names in /dev/shm that contain `part` (libvipl itself makes none there: its shared
 // memory is memfds, which go with their last holder; this catches any that would stay).

@@ -106,10 +106,10 @@ SocatClients start_socat_clients(const Endpoint &e, const TempDir &dir, int n, s
     return c;
 }
 
-std::vector<StatRow> stat_of(SocatClients &c) {
+std::vector<StatRow> stat_of(SocatClients &c, size_t n, const std::string &trans) {
     std::vector<int> pids;
     for (Proc &p : c.procs) pids.push_back(p.pid());
-    return stat_rows(pids);
+    return when_riding([&] { return stat_rows(pids); }, "client", n, trans);
 }
 
 void finish_socat_clients(SocatClients &c) {

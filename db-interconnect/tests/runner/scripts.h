@@ -46,7 +46,7 @@ SocatClients start_socat_clients(const Endpoint &e, const TempDir &dir, int n, s
                                  uint64_t seed, Spawn base);
 // Closes their stdin; requires status 0 and every echo equal to what was sent.
 void finish_socat_clients(SocatClients &c);
-// The --stat rows of all of them.
-std::vector<StatRow> stat_of(SocatClients &c);
+// The --stat rows of all of them (once n rows of role ride over trans: when_riding).
+std::vector<StatRow> stat_of(SocatClients &c, size_t n = 0, const std::string &trans = "shm");
 
 } // namespace dbt

@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 namespace dbt {
 
@@ -49,6 +51,24 @@ std::vector<StatRow> select(const std::vector<StatRow> &rows, const std::string 
         if ((role.empty() || r.role == role) && (trans.empty() || r.trans == trans))
             out.push_back(r);
     return out;
+}
+
+std::vector<StatRow> when_riding(const std::function<std::vector<StatRow>()> &get,
+                                 const std::string &role, size_t n, const std::string &trans,
+                                 int ms) {
+    auto dl = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    std::vector<StatRow> rows = get();
+    while (preloaded() && select(rows, role, trans).size() < n &&
+           std::chrono::steady_clock::now() < dl) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        rows = get();
+    }
+    return rows;
+}
+
+std::vector<StatRow> tree_when_riding(int pid, const std::string &role, size_t n,
+                                      const std::string &trans) {
+    return when_riding([pid] { return stat_tree(pid); }, role, n, trans);
 }
 
 void require_riding(const std::vector<StatRow> &rows, const std::string &role, size_t n,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,16 @@ std::vector<StatRow> stat_tree(int pid);
 // Rows with that role and transport ("" matches any).
 std::vector<StatRow> select(const std::vector<StatRow> &rows, const std::string &role,
                             const std::string &trans);
+
+// A connection starts on its kernel socket and moves to its stream once the stream is up
+// (db-interconnect/README.md): reads rows with `get` until n rows of that role ride vipl
+// over `trans`, or ms passed, and returns the last rows read (the plain mode: the first).
+std::vector<StatRow> when_riding(const std::function<std::vector<StatRow>()> &get,
+                                 const std::string &role, size_t n,
+                                 const std::string &trans = "shm", int ms = 5000);
+// when_riding over the rows of pid and the processes below it.
+std::vector<StatRow> tree_when_riding(int pid, const std::string &role, size_t n,
+                                      const std::string &trans = "shm");
 
 // Requires exactly n rows of that role among rows, all riding vipl over `trans` ("shm" on
 // one host, "tcp" across hosts), each with at least min_in bytes read and min_out
