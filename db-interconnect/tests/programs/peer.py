@@ -8,13 +8,15 @@ later ones until the connection fails) and --recv reads until the end.  It print
                        NS the CLOCK_MONOTONIC time of that moment in nanoseconds
   "closed K NS"        once its socket is closed (NS as above)
 With --hold, the first connection's sender prints "held 1" once its bytes are sent and
-waits for a line on stdin before it closes.  With --step, it waits for a line on stdin
+waits for a line on stdin before it closes, watching the connection meanwhile (a wait
+on the socket is where the interposer moves a connection to its stream).  With --step, it waits for a line on stdin
 before each connection after the first; at the end it prints "finished" and waits for
 stdin to close.
 """
 import argparse
 import errno
 import os
+import select
 import sys
 import time
 
@@ -83,6 +85,8 @@ def main() -> int:
         transfer(s, k, args.send, limit)
         if args.hold and k == 1 and args.send:
             say("held 1")
+            while sys.stdin not in select.select([sys.stdin, s], [], [], 30)[0]:
+                pass
             sys.stdin.readline()
         s.close()
         say(f"closed {k} {time.monotonic_ns()}")

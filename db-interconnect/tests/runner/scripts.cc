@@ -95,7 +95,7 @@ SocatClients start_socat_clients(const Endpoint &e, const TempDir &dir, int n, s
         c.procs.emplace_back(base);
     }
     for (int i = 0; i < n; ++i) REQUIRE(c.procs[i].write_in(read_file(c.in[i])));
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (int i = 0; i < n; ++i) {
         while (file_size(c.out[i]) < size && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
