@@ -74,12 +74,11 @@ TEST_CASE("faults: garbage and half a hello leave the listener and other connect
     cs.env = {"VIPL_DB_LOG=1"};
     cs.err = dir / "client.err";
     auto t0 = std::chrono::steady_clock::now();
-    EchoClients clients = start_echo_clients(ep, dir, 3, 256 << 10, 21, cs);
+    SocatClients clients = start_socat_clients(ep, dir, 3, 256 << 10, 21, cs);
     double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    require_riding(tree_when_riding(clients.proc.pid(), "client", 3), "client", 3, 256 << 10,
-                   256 << 10);
-    finish_echo_clients(clients);
-    std::printf("garbage (%s): three echo clients took %.3f s beside the rogue connections\n",
+    require_riding(stat_of(clients, 3), "client", 3, 256 << 10, 256 << 10);
+    finish_socat_clients(clients);
+    std::printf("garbage (%s): three socat clients took %.3f s beside the rogue connections\n",
                 ep.name().c_str(), took);
 
     // Each rogue connection was left to the program (it echoed the bytes) or refused: it
@@ -101,9 +100,9 @@ TEST_CASE("faults: garbage and half a hello leave the listener and other connect
     int end = 0;
     REQUIRE(read_for(fd, 10, 5000, &end) == "still here");
     close(fd);
-    EchoClients again = start_echo_clients(ep, dir, 1, 4096, 22, cs);
-    require_riding(tree_when_riding(again.proc.pid(), "client", 1), "client", 1, 4096, 4096);
-    finish_echo_clients(again);
+    SocatClients again = start_socat_clients(ep, dir, 1, 4096, 22, cs);
+    require_riding(stat_of(again, 1), "client", 1, 4096, 4096);
+    finish_socat_clients(again);
 
     auto summary = stop_echo_server(server);
     REQUIRE(summary["connections"] == static_cast<long>(rogues.size()) + 3 + 1 + 1);
