@@ -133,6 +133,8 @@ Proc::Proc(const Spawn &s) {
         REQUIRE(pipe2(inp, O_CLOEXEC) == 0);
         in = inp[0];
         in_fd_ = inp[1];
+        // Every write is bounded (write_in): never one that blocks until all is taken.
+        fcntl(in_fd_, F_SETFL, O_NONBLOCK);
     }
     if (s.out_pipe) {
         REQUIRE(pipe2(outp, O_CLOEXEC) == 0);
@@ -216,7 +218,7 @@ bool Proc::write_in(const std::string &data) {
         pollfd p{in_fd_, POLLOUT, 0};
         if (poll(&p, 1, 100) <= 0) continue;
         ssize_t n = write(in_fd_, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0) return false;
         done += static_cast<size_t>(n);
     }

@@ -94,7 +94,13 @@ SocatClients start_socat_clients(const Endpoint &e, const TempDir &dir, int n, s
         base.out = c.out.back();
         c.procs.emplace_back(base);
     }
-    for (int i = 0; i < n; ++i) REQUIRE(c.procs[i].write_in(read_file(c.in[i])));
+    for (int i = 0; i < n; ++i) {
+        if (c.procs[i].write_in(read_file(c.in[i]))) continue;
+        std::string got;
+        for (int k = 0; k < n; ++k) got += " " + std::to_string(file_size(c.out[k]));
+        FAIL("socat client " << i << " stopped taking its " << size
+                             << " bytes within 10 s; bytes echoed to each client so far:" << got);
+    }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (int i = 0; i < n; ++i) {
         while (file_size(c.out[i]) < size && std::chrono::steady_clock::now() < deadline)
