@@ -3,6 +3,12 @@
 
 #include "vipl/spin.h"
 
+#include <sched.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -29,6 +35,24 @@ TEST_CASE("spin: an empty spin looks nothing and reports nothing") {
 }
 
 TEST_CASE("spin: a peer on this CPU gets a few hand-offs, not a spin") {
+    // A busy sibling on this CPU: every yield runs it for a while, as it would a peer
+    // that answers (same process, so the same scheduling group).
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    cpu_set_t before;
+    REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    std::atomic<bool> stop{false};
+    std::thread sibling([&] {
+        sched_setaffinity(0, sizeof one, &one);
+        while (!stop.load()) {
+            auto t0 = vipl::Clock::now();
+            while (vipl::Clock::now() - t0 < 50us) {
+            }
+            sched_yield();
+        }
+    });
     vipl::Spin spin;
     spin.add({0ns, 0, true});
     CHECK(spin.empty());
@@ -36,12 +60,33 @@ TEST_CASE("spin: a peer on this CPU gets a few hand-offs, not a spin") {
     int looks = 0;
     CHECK(!spin.run([&] { return ++looks < 0; }, vipl::kNever));
     CHECK(looks == static_cast<int>(vipl::Spin::kHandoffs));
+    Policy missed;
+    spin.report(missed, false, false); // hand-offs that found nothing are a miss
+    CHECK(missed.outcomes == std::vector<bool>{false});
     looks = 0;
     CHECK(spin.run([&] { return ++looks == 2; }, vipl::kNever));
     CHECK(looks == 2);
     Policy p;
-    spin.report(p, true, true); // no spin: the policy learns nothing
-    CHECK(p.outcomes.empty());
+    spin.report(p, true, true); // an answer after a hand-off: it paid
+    CHECK(p.outcomes == std::vector<bool>{true});
+    stop = true;
+    sibling.join();
+    sched_setaffinity(0, sizeof before, &before);
+}
+
+TEST_CASE("spin: hand-offs stop at a yield that ran nobody") {
+    // Alone on this CPU (nothing else of ours runnable), a yield comes straight back:
+    // more would bring nothing.  Another process of the machine may still run in one,
+    // so only the bounds are sure; the report is a miss either way.
+    vipl::Spin spin;
+    spin.add({0ns, 0, true});
+    int looks = 0;
+    CHECK(!spin.run([&] { return ++looks < 0; }, vipl::kNever));
+    CHECK(looks >= 1);
+    CHECK(looks <= static_cast<int>(vipl::Spin::kHandoffs));
+    Policy p;
+    spin.report(p, false, false);
+    CHECK(p.outcomes == std::vector<bool>{false});
 }
 
 TEST_CASE("spin: it lasts as long as the longest budget, or until the deadline") {

@@ -486,9 +486,12 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
         for (Snap &sn : snap) file_release(sn.sock);
         snap.clear();
         if (n > 0) {
-            // Add what the kernel has ready now, without waiting.
-            int k = kernel_wait(epfd, out + n, max - n, Clock::now(), nullptr);
-            if (k > 0) n += translate(set, out + n, k, seen);
+            // Add what the kernel has ready now, without waiting, if there is room (a
+            // caller that asks for one event, as PostgreSQL does, gets the stream's).
+            if (n < max) {
+                int k = kernel_wait(epfd, out + n, max - n, Clock::now(), nullptr);
+                if (k > 0) n += translate(set, out + n, k, seen);
+            }
             return n;
         }
         int k = kernel_wait(epfd, out, max, dl, mask);

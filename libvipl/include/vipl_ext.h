@@ -295,7 +295,11 @@ VIP_RETURN VipQueryViHolders(IN VIP_VI_HANDLE ViHandle, OUT VIP_ULONG *Holders);
  * reports with VipViSpinOutcome: Won when the answer came while spinning,
  * VIP_FALSE when it ran out, or when the answer came only after a yield that
  * let another task run (a peer on this CPU answers a sleeper as well).
- * A spinner that did not spin (Nanoseconds 0) reports nothing.
+ * A waiter that handed the CPU to its peer (Nanoseconds 0, PeerCpuKnown) reports
+ * whether a hand-off brought the answer: hand-offs that keep bringing nothing (the
+ * peer sleeps, or the scheduler keeps the CPU with the yielder, as it does for a peer
+ * in another session's autogroup) are no longer offered (PeerCpuKnown false), but
+ * for a probe now and then.  A waiter that neither spun nor handed off reports nothing.
  */
 typedef struct {
     /* How long to spin now; 0: sleep at once.  0 with PeerCpuKnown set: the peer

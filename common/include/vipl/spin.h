@@ -20,7 +20,10 @@
 // Reporting: a VI whose peer answered while spinning won, unless the answer came only
 // after a yield that let another task run (a peer on this CPU answers a sleeper as
 // well); when the spin ran out every VI missed; a VI that stayed quiet while another
-// answered learns nothing.  A spin with no budget (empty()) reports nothing.
+// answered learns nothing.  Hand-offs report too: they stop at the first yield that ran
+// nobody, and libvipl stops offering them when they keep finding nothing (a peer in
+// another autogroup never gets the CPU from a yield).  A spin with neither budget nor
+// hand-offs reports nothing.
 //
 // Threads: a Spin belongs to one thread.  Signals: a handler that runs during the spin
 // does not end it (the look decides).  Nothing here makes a system call but
@@ -73,12 +76,17 @@ public:
     bool run(Look &&look, Deadline deadline) {
         handed_cpu_ = false;
         if (empty()) {
+            handed_off_ = handoff_;
             for (unsigned i = 0; handoff_ && i < kHandoffs; ++i) {
-                sched_yield();
+                bool ran = yield_ran_other();
                 if (look()) return true;
+                // Nobody ran: the peer sleeps, or the scheduler keeps the CPU here.
+                // More yields would bring nothing either.
+                if (!ran) break;
             }
             return false;
         }
+        handed_off_ = false;
         Deadline end = deadline - Clock::now() < time_ ? deadline : Clock::now() + time_;
         for (unsigned i = 1;; ++i) {
             if (look()) return true;
@@ -97,7 +105,7 @@ public:
     // peer gave the answer.  `V` has spin_outcome(bool) (a Stream).
     template <class V>
     void report(V &v, bool got, bool answered) const {
-        if (empty()) return;
+        if (empty() && !handed_off_) return;
         if (!got)
             v.spin_outcome(false);
         else if (answered)
@@ -118,6 +126,7 @@ private:
     std::chrono::nanoseconds time_{0};
     uint32_t yield_every_ = 0;
     bool handoff_ = false;
+    bool handed_off_ = false; // the last run() handed the CPU instead of spinning
     bool handed_cpu_ = false;
 };
 

@@ -329,11 +329,14 @@ struct ViLocal {
     size_t copy_map_size = 0;
     void *copy_aux = nullptr; // the provider's own per-process reference (ViOps::drop_aux)
     uint32_t copies_epoch = 0;
-    uint32_t error_seq = 0;      // Vi::error_seq this process has reported
-    uint64_t next_peer_look = 0; // rearm_for_fd's next look at the peer (coarse_ns)
-    uint8_t spin_misses = 0;     // waits in a row whose spinning found nothing (vi_wait)
+    uint32_t error_seq = 0;       // Vi::error_seq this process has reported
+    uint64_t next_peer_look = 0;  // rearm_for_fd's next look at the peer (coarse_ns)
+    uint8_t spin_misses = 0;      // waits in a row whose spinning found nothing (vi_wait)
+    uint8_t handoff_misses = 0;   // waits in a row whose hand-offs found nothing
+    bool planned_handoff = false; // the last plan handed the CPU instead of spinning
 };
 constexpr unsigned kSpinMissesMax = 10;
+constexpr unsigned kHandoffMissesMax = 4;
 
 using NicTable = HandleTable<Nic, HandleTag::nic>;
 using PtagTable = HandleTable<Ptag, HandleTag::ptag>;

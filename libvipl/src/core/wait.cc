@@ -246,14 +246,22 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     int peer = -1;
     if (vi->prov) peer = ops->exchange_cpu(vi, me);
     ViLocal &l = vis().local(vi);
+    plan.peer_cpu_known = peer >= 0;
+    l.planned_handoff = peer >= 0 && peer == me;
+    if (l.planned_handoff) {
+        // A peer on this CPU is answered by handing it the CPU, whatever spinning
+        // taught; unless hand-offs keep running nobody: the peer sleeps, or the
+        // scheduler keeps the CPU here (a peer in another session's autogroup, as a
+        // PostgreSQL backend is).  Then a probe now and then.
+        if (l.handoff_misses >= kHandoffMissesMax && !probe_now()) plan.peer_cpu_known = false;
+        return plan;
+    }
     if (l.spin_misses >= kSpinMissesMax) {
-        if (!probe_now()) return plan;
+        if (!probe_now()) return SpinPlan{};
         ns *= 4;
     } else {
         ns >>= l.spin_misses;
     }
-    plan.peer_cpu_known = peer >= 0;
-    if (peer >= 0 && peer == me) return plan;
     plan.ns = ns;
     plan.yield_every = plan.peer_cpu_known ? 0 : (ops->wait_caps & kCapSpinByProgress) ? 16 : 64;
     return plan;
@@ -261,6 +269,13 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
 
 void spin_outcome(Vi *vi, bool won) {
     ViLocal &l = vis().local(vi);
+    if (l.planned_handoff) {
+        if (won)
+            l.handoff_misses = 0;
+        else if (l.handoff_misses < kHandoffMissesMax)
+            ++l.handoff_misses;
+        return;
+    }
     if (won)
         l.spin_misses = 0;
     else if (l.spin_misses < kSpinMissesMax)

@@ -47,3 +47,44 @@ TEST_CASE("shm spin budget: none when the peer waits on this CPU, no yields when
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
 }
+
+TEST_CASE("shm spin budget: hand-offs that keep finding nothing are no longer offered", "[spin]") {
+    cpu_set_t saved;
+    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    vt::Nic na("shm0"), nb("shm0");
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+    const VIP_UINT64 base = 50000;
+    VIP_SPIN_BUDGET a{}, b{};
+    REQUIRE(pin(0));
+    REQUIRE(VipViSpinBudget(p.b, base, &b) == VIP_SUCCESS);
+    REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
+    REQUIRE(a.PeerCpuKnown == VIP_TRUE); // a hand-off plan
+    REQUIRE(a.Nanoseconds == 0);
+    // Four misses in a row (a peer in another autogroup never gets the CPU).
+    for (int i = 0; i < 4; ++i) {
+        REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
+        REQUIRE(VipViSpinOutcome(p.a, VIP_FALSE) == VIP_SUCCESS);
+    }
+    // Then almost every plan is a plain sleep; a probe (1 in 32 on average) hands off.
+    int offered = 0;
+    for (int i = 0; i < 200; ++i) {
+        REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
+        CHECK(a.Nanoseconds == 0);
+        if (a.PeerCpuKnown) ++offered;
+    }
+    CHECK(offered < 40);
+    // A probe that pays brings the hand-offs back at once.
+    for (int i = 0; i < 1000; ++i) {
+        REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
+        if (a.PeerCpuKnown) break;
+    }
+    REQUIRE(a.PeerCpuKnown == VIP_TRUE);
+    REQUIRE(VipViSpinOutcome(p.a, VIP_TRUE) == VIP_SUCCESS);
+    for (int i = 0; i < 20; ++i) {
+        REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS);
+        CHECK(a.PeerCpuKnown == VIP_TRUE);
+    }
+    sched_setaffinity(0, sizeof saved, &saved);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+}
