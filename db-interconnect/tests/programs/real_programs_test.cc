@@ -121,13 +121,13 @@ TEST_CASE("programs: python3 -m http.server serves curl --parallel a file of a f
     Proc server(ss);
     wait_listening(ep, preloaded());
 
-    // Three transfers at once, slowed down so that the connections are seen open.
+    // Three transfers at once, slowed down (3 s) so that the connections are seen open.
     constexpr int kFetches = 3;
     std::string url = "http://127.0.0.1:" + std::to_string(ep.port) + "/blob";
     Spawn cs;
     cs.argv = {"curl",         "--silent",   "--show-error",
                "--fail",       "--parallel", "--parallel-immediate",
-               "--limit-rate", "2M"};
+               "--limit-rate", "1M"};
     for (int i = 0; i < kFetches; ++i) {
         cs.argv.push_back("-o");
         cs.argv.push_back(dir / ("got" + std::to_string(i)));
@@ -147,6 +147,8 @@ TEST_CASE("programs: python3 -m http.server serves curl --parallel a file of a f
             break;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    bool running = client.running();
+    INFO("curl " << (running ? "still runs" : "ended: " + std::to_string(client.wait(0))));
     require_riding(srv, "server", kFetches);
     require_riding(cli, "client", kFetches);
 
