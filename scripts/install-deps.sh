@@ -14,6 +14,8 @@ packages=(
     libboost-dev
     # orb-transport: omniORB 4.2 (internal headers), its IDL compiler, the naming service
     libomniorb4-dev omniidl omniorb-nameserver
+    # db-interconnect's program tests: unmodified programs under the interposer
+    socat netcat-openbsd curl
     # the byte-order test: a big-endian (s390x) peer, cross-built, run under qemu-user
     g++-s390x-linux-gnu qemu-user
 )

@@ -1,0 +1,64 @@
+"""An accept-then-fork echo server, PostgreSQL's postmaster pattern: the parent accepts
+and forks, closes its copy of the connection at once, and the child reads it first.
+
+Echoes every connection's bytes until its client closes.  A connection whose first
+bytes are "CANCEL" is a cancel request (16 bytes): the child records it, answers
+nothing and closes.  Each child appends one line to the --log file when its connection
+ends: "cancel ok", "cancel bad", or "echo BYTES".  Prints "listening" once it serves;
+leaves on SIGTERM.
+"""
+import argparse
+import os
+import signal
+import sys
+
+import endpoints
+
+CANCEL = b"CANCEL"
+CANCEL_SIZE = 16
+
+
+def serve(conn, log: str) -> str:
+    first = conn.recv(65536)
+    if first.startswith(CANCEL):
+        while len(first) < CANCEL_SIZE:
+            more = conn.recv(CANCEL_SIZE - len(first))
+            if not more:
+                break
+            first += more
+        return "cancel ok" if len(first) == CANCEL_SIZE and first[6:].isdigit() else "cancel bad"
+    echoed = 0
+    data = first
+    while data:
+        conn.sendall(data)
+        echoed += len(data)
+        data = conn.recv(65536)
+    return f"echo {echoed}"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    endpoints.add(p)
+    p.add_argument("--log", required=True)
+    args = p.parse_args()
+    listener = endpoints.listen(args)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    print("listening", flush=True)
+    while True:
+        conn, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            try:
+                line = serve(conn, args.log)
+            except OSError as e:
+                line = f"error {e}"
+            conn.close()
+            fd = os.open(args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.write(fd, (line + "\n").encode())
+            os.close(fd)
+            os._exit(0)
+        conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
