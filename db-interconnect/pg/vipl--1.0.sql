@@ -1,5 +1,7 @@
 -- pg_stat_vipl: one row per connection of this server's processes that runs through the
--- vipl interposer (libvipl-db.so), from each process's connection table.
+-- vipl interposer (libvipl-db.so), from each process's connection table.  A 'kernel' row
+-- (a plain client, a fallback) counts only the bytes the interposer read before the
+-- connection stayed on the kernel; the kernel carries and counts the rest.
 \echo Use "CREATE EXTENSION vipl" to load this file. \quit
 
 CREATE FUNCTION vipl_connections(
@@ -10,7 +12,7 @@ CREATE FUNCTION vipl_connections(
     OUT peer text,          -- the kernel connection's peer address (null when unknown)
     OUT bytes_in bigint,
     OUT bytes_out bigint,
-    OUT calls_in bigint,    -- receive and send calls
+    OUT calls_in bigint,    -- receive and send calls on vipl
     OUT calls_out bigint,
     OUT messages_in bigint, -- vipl messages (published when the process waits)
     OUT messages_out bigint,
