@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 using namespace pgt;
 
 namespace {
@@ -40,6 +42,25 @@ void check_rides(const Server &s, Psql &psql, const char *transport) {
     CHECK(row[3] == transport);
     CHECK(std::stoull(row[5]) > 0); // BYTES_IN
     CHECK(std::stoull(row[6]) > 0); // BYTES_OUT
+
+    // vipl-run --stat prints the same columns for the backend; its message count is
+    // published once the backend waits for the next query (bounded retry).
+    std::vector<std::string> stat;
+    for (int i = 0; i < 50; ++i) {
+        Command c;
+        c.argv = {vipl_run(), "--stat", std::to_string(psql.backend_pid())};
+        Result st = run(c);
+        REQUIRE(st.status == 0);
+        REQUIRE(lines(st.out).size() >= 1);
+        CHECK(words(lines(st.out)[0]).size() == 13); // the heading
+        stat = row_of(st.out, psql.backend_pid(), "server");
+        REQUIRE(stat.size() == 13);
+        if (std::stoull(stat[9]) > 0) break; // MSGS_IN
+        usleep(100000);
+    }
+    CHECK(stat[3] == transport);
+    CHECK(std::stoull(stat[9]) > 0);
+    CHECK(std::stoull(stat[10]) > 0); // MSGS_OUT
 }
 
 } // namespace
