@@ -278,13 +278,10 @@ bool env_disable(const std::string &text, EnvEdit *out, std::string *why) {
             if (marker == kAddedBreak && last) l.final_break = false;
         } else {
             *why = "line " + std::to_string(m + 1) +
-                   " is a vipl-pg marker this version does "
-                   "not know: " +
-                   marker;
+                   " is a vipl-pg marker this version does not know: " + marker;
             return false;
         }
         any = true;
-        (void)v;
     }
     if (!any) {
         std::string value, entry;
@@ -295,7 +292,7 @@ bool env_disable(const std::string &text, EnvEdit *out, std::string *why) {
     }
     out->text = join(l);
     out->changed = out->text != text;
-    out->note = "disabled: the file is as it was before vipl-pg enable";
+    out->note = "disabled: what vipl-pg enable changed is back as it was";
     return true;
 }
 

@@ -243,3 +243,21 @@ TEST_CASE("vipl-pg status of a cluster whose server is not running exits 1") {
     CHECK(r.status == 1);
     CHECK(r.out.find("a stale file") != std::string::npos);
 }
+
+TEST_CASE("vipl-pg enable points its own line at this library, and disable still restores") {
+    std::string original = "TZ = 'UTC'\nLD_PRELOAD = '/usr/lib/libjemalloc.so.2'\n";
+    FakeCluster fc(original);
+    REQUIRE(fc.tool("enable").status == 0);
+    // The same file as enabled by an installation elsewhere.
+    std::string lib = real_library(), text = read_text(fc.file());
+    size_t at = text.find(lib);
+    REQUIRE(at != std::string::npos);
+    write_text(fc.file(), text.replace(at, lib.size(), "/opt/old/lib/libvipl-db.so"));
+    Result r = fc.tool("enable");
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("instead of /opt/old/lib/libvipl-db.so") != std::string::npos);
+    CHECK(preload_as_pg_ctlcluster_reads(fc.file()) == lib + ":/usr/lib/libjemalloc.so.2");
+    REQUIRE(fc.tool("disable").status == 0);
+    CHECK(read_text(fc.file()) == original);
+}
