@@ -11,6 +11,8 @@ packages=(
     ucx-utils libucx-dev libfabric-bin libfabric-dev
     python3 python3-matplotlib
     util-linux procps iproute2 strace
+    # db-interconnect: PostgreSQL 15 (server, psql, dblink) and PGXS for the vipl extension
+    postgresql-15 postgresql-client-15 postgresql-server-dev-15
     libboost-dev
     # orb-transport: omniORB 4.2 (internal headers), its IDL compiler, the naming service
     libomniorb4-dev omniidl omniorb-nameserver

@@ -6,18 +6,25 @@
 // Layout (native byte order: read on the same host): StatHeader, then kStatSlots slots.
 // Counters are updated with relaxed atomic adds by the owning process only.
 //
+// Readers outside the interposer use the C declaration of the same bytes (stats_layout.h),
+// checked against these below.
+//
 // Thread rules: thread-safe.  Not async-signal-safe.
 #pragma once
 
+#include "stats_layout.h"
+
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string_view>
 
 namespace vipl::db {
 
 constexpr uint32_t kStatSlots = 4096;
 constexpr char kStatMagic[8] = {'V', 'I', 'P', 'L', 'D', 'B', 'S', '1'};
-constexpr char kStatName[] = "vipl-db-stats";
+constexpr char kStatName[] = VIPL_DB_STAT_NAME;
 
 enum class StatTransport : uint8_t { kernel = 0, shm = 1, tcp = 2 };
 
@@ -37,6 +44,19 @@ struct StatSlot {
     std::atomic<uint64_t> bytes_in, bytes_out, calls_in, calls_out;
     std::atomic<uint64_t> messages_in, messages_out, spins, sleeps;
 };
+
+// The C declaration readers use (stats_layout.h) is these bytes.
+static_assert(sizeof(StatHeader) == sizeof(vipl_db_stat_header) &&
+              sizeof(StatSlot) == sizeof(vipl_db_stat_slot) && kStatSlots == VIPL_DB_STAT_SLOTS);
+static_assert(offsetof(StatSlot, transport) == offsetof(vipl_db_stat_slot, transport) &&
+              offsetof(StatSlot, peer) == offsetof(vipl_db_stat_slot, peer) &&
+              offsetof(StatSlot, bytes_in) == offsetof(vipl_db_stat_slot, bytes_in) &&
+              offsetof(StatSlot, sleeps) == offsetof(vipl_db_stat_slot, sleeps));
+static_assert(std::string_view(kStatMagic, 8) == VIPL_DB_STAT_MAGIC);
+static_assert(uint8_t(StatTransport::kernel) == VIPL_DB_STAT_KERNEL &&
+              uint8_t(StatTransport::shm) == VIPL_DB_STAT_SHM &&
+              uint8_t(StatTransport::tcp) == VIPL_DB_STAT_TCP);
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free);
 
 // A slot for a new connection (null when the table is full or cannot be made).
 StatSlot *stat_open(int fd, bool server, int kernel_fd) noexcept;

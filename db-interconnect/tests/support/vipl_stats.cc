@@ -1,10 +1,7 @@
 #include "vipl_stats.h"
 
-#include "../../src/stats.h"
+#include "table.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,54 +11,15 @@ namespace vipl::db::test {
 
 namespace {
 
-constexpr size_t kTableSize = sizeof(StatHeader) + sizeof(StatSlot) * kStatSlots;
-
 Carrier carrier_from(uint8_t t) {
-    switch (static_cast<StatTransport>(t)) {
-    case StatTransport::shm:
+    switch (t) {
+    case VIPL_DB_STAT_SHM:
         return Carrier::shm;
-    case StatTransport::tcp:
+    case VIPL_DB_STAT_TCP:
         return Carrier::tcp;
     default:
         return Carrier::kernel;
     }
-}
-
-// Maps the table that process pid keeps (read-only); null when it has none.
-const StatHeader *map_table(int pid, std::string *why) {
-    std::string dir = pid == 0 ? "/proc/self/fd" : "/proc/" + std::to_string(pid) + "/fd";
-    int self = pid == 0 ? getpid() : pid;
-    DIR *d = opendir(dir.c_str());
-    if (!d) {
-        if (why) *why = dir + ": " + std::strerror(errno);
-        return nullptr;
-    }
-    const StatHeader *found = nullptr;
-    std::string name = std::string("/memfd:") + kStatName;
-    while (dirent *e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        std::string path = dir + "/" + e->d_name;
-        char target[256];
-        ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
-        if (n <= 0) continue;
-        target[n] = '\0';
-        // "/memfd:vipl-db-stats (deleted)"
-        if (std::strncmp(target, name.c_str(), name.size()) != 0) continue;
-        int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        void *p = mmap(nullptr, kTableSize, PROT_READ, MAP_SHARED, fd, 0);
-        close(fd);
-        if (p == MAP_FAILED) continue;
-        auto *h = static_cast<const StatHeader *>(p);
-        if (std::memcmp(h->magic, kStatMagic, sizeof kStatMagic) == 0 && h->pid == self) {
-            found = h;
-            break;
-        }
-        munmap(p, kTableSize);
-    }
-    closedir(d);
-    if (!found && why) *why = "process " + std::to_string(self) + " has no " + kStatName + " table";
-    return found;
 }
 
 } // namespace
@@ -82,24 +40,29 @@ const char *carrier_name(Carrier c) {
 
 bool stat_rows(int pid, std::vector<StatRow> *rows, std::string *why) {
     rows->clear();
-    const StatHeader *h = map_table(pid, why);
-    if (!h) return false;
-    auto *slots = reinterpret_cast<const StatSlot *>(h + 1);
-    for (uint32_t i = 0; i < kStatSlots && i < h->slots; ++i) {
-        const StatSlot &s = slots[i];
-        if (!s.in_use.load(std::memory_order_acquire)) continue;
-        StatRow r;
-        r.fd = s.fd;
-        r.server = s.server != 0;
-        r.carrier = carrier_from(s.transport);
-        r.peer.assign(s.peer, strnlen(s.peer, sizeof s.peer));
-        r.bytes_in = s.bytes_in.load(std::memory_order_relaxed);
-        r.bytes_out = s.bytes_out.load(std::memory_order_relaxed);
-        r.calls_in = s.calls_in.load(std::memory_order_relaxed);
-        r.calls_out = s.calls_out.load(std::memory_order_relaxed);
-        rows->push_back(std::move(r));
+    std::vector<vipl_db_row> table(VIPL_DB_STAT_SLOTS);
+    size_t n = 0;
+    int r = vipl_db_table_read(pid, table.data(), table.size(), &n);
+    if (r <= 0) {
+        if (why)
+            *why = "process " + std::to_string(pid == 0 ? getpid() : pid) +
+                   (r < 0 ? std::string(": ") + std::strerror(errno)
+                          : std::string(" has no ") + VIPL_DB_STAT_NAME + " table");
+        return false;
     }
-    munmap(const_cast<StatHeader *>(h), kTableSize);
+    for (size_t i = 0; i < n; ++i) {
+        const vipl_db_row &t = table[i];
+        StatRow row;
+        row.fd = t.fd;
+        row.server = t.server != 0;
+        row.carrier = carrier_from(t.transport);
+        row.peer = t.peer;
+        row.bytes_in = t.bytes_in;
+        row.bytes_out = t.bytes_out;
+        row.calls_in = t.calls_in;
+        row.calls_out = t.calls_out;
+        rows->push_back(std::move(row));
+    }
     return true;
 }
 

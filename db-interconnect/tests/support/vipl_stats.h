@@ -1,6 +1,6 @@
-// What the interposer's connection table says about a process: the same reading as
-// `vipl-run --stat` (a memfd named "vipl-db-stats" among the process's descriptors, laid out
-// as src/stats.h says), for tests that must know whether a connection really rides vipl.
+// What the interposer's connection table says about a process, read by the tools' reader
+// (tools/table.h, what `vipl-run --stat` uses), for tests that must know whether a
+// connection really rides vipl.
 //
 // Thread rules: thread-safe (it only reads).  Not async-signal-safe (it allocates).
 // Fork: a child reads its own table (the interposer gives every process one of its own).
