@@ -14,6 +14,8 @@ packages=(
     libboost-dev
     # orb-transport: omniORB 4.2 (internal headers), its IDL compiler, the naming service
     libomniorb4-dev omniidl omniorb-nameserver
+    # the database section of bench/: PostgreSQL 15 (server, psql, pgbench), perf stat
+    postgresql-15 postgresql-client-15 linux-perf
     # the byte-order test: a big-endian (s390x) peer, cross-built, run under qemu-user
     g++-s390x-linux-gnu qemu-user
 )
