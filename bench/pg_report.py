@@ -73,7 +73,8 @@ def section(rep):
              "timing of the COPY, CPU per MB between two `pg_sleep`s around it. Placements: "
              "2 cores = server CPU 1, client CPU 0; 1 core = both on CPU 0 (`taskset`; the "
              "server's processes are pinned again before every run). Links alternate within "
-             "each round (rotated and reversed round by round); every figure is the median "
+             "each round (in groups that are measured side by side, rotated round by round); "
+             "every figure is the median "
              "over rounds. Ratios: the interconnect over the unix socket and TCP loopback "
              "over the unix socket; across namespaces the tcp provider over plain TCP.", "")
     before_rows = []
