@@ -287,20 +287,23 @@ void exchange_and_read(const std::string &listen, const std::string &connect, co
     CHECK(client.wait() == 0);
 }
 
-std::string temp_dir() {
-    char tmpl[] = "/tmp/vipl-stat-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    return tmpl;
-}
+// A fresh directory for the socket file, removed with what is in it however the test ends.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        char tmpl[] = "/tmp/vipl-stat-XXXXXX";
+        REQUIRE(mkdtemp(tmpl) != nullptr);
+        path = tmpl;
+    }
+    ~TempDir() { vt::run_command({"rm", "-rf", path}); }
+};
 
 } // namespace
 
 TEST_CASE("vipl-run --stat shows a socket file's connection over shm, every column", "[stat]") {
-    std::string dir = temp_dir();
-    std::string path = dir + "/s";
+    TempDir dir;
+    std::string path = dir.path + "/s";
     exchange_and_read("unix " + path, "unix " + path, "shm", "", "", {});
-    unlink(path.c_str());
-    rmdir(dir.c_str());
 }
 
 TEST_CASE("vipl-run --stat shows a TCP loopback connection over shm, every column", "[stat]") {
