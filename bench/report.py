@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Turns OUT_DIR/results.csv and meta.json into report.md, latency.png and bandwidth.png.
+"""Turns OUT_DIR/results.csv and meta.json into report.md, latency.png, bandwidth.png and
+pg.png (the database section, pg_report.py).
 
 Usage: report.py OUT_DIR
 """
@@ -7,6 +8,8 @@ import csv
 import json
 import os
 import sys
+
+import pg_report
 
 PAPER_ONE_WAY_US = 42.0
 PAPER_MAX_MBPS = 107.0
@@ -197,6 +200,7 @@ class Report:
              db_bw("db-vipl-unix-path"), db_bw("db-plain-unix-path"), "GB/s",
              lambda r: r >= 1.5, 1e-3),
         ]
+        specs += pg_report.target_specs()  # the database section (pg_plan.py)
         orb_null = lambda t: ("orb_rt_p50", t, "cross", 0)
         specs.append(("omniORB null call, 2 cores, giop:vipl vs giop:unix", f"<= {ORB_TARGET:g}x",
                       orb_null("giop:vipl"), orb_null("giop:unix"), "us",
@@ -679,6 +683,7 @@ class Report:
         self.table5()
         self.namespaces()
         self.interposer()
+        pg_report.section(self)
         self.counters()
         self.vi_scale()
         self.paper_sharing()

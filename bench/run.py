@@ -9,7 +9,8 @@ landing on one; results.csv holds the median over rounds.  After the rounds,
 the VI-scale fleets and the paper's sharing example run once.  Every child runs
 in its own session under a timeout and is killed with its process group if
 it hangs.  VIPL_BENCH_PARTS (comma-separated, default all) picks the parts:
-latency, bandwidth, table5, namespaces, orb, interposer (per round), scale (once).
+latency, bandwidth, table5, namespaces, orb, interposer, db (per round), scale (once).
+VIPL_BENCH_QUICK=1 is a first look: one round unless VIPL_BENCH_ROUNDS says otherwise.
 """
 import csv
 import json
@@ -24,10 +25,13 @@ import sys
 import tempfile
 import time
 
+import pg_plan
+from pg_run import PgPart
+
 LAT_SIZES = [0, 1, 8, 64, 256, 512, 1024, 4096]
 BW_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20]
 PLACEMENTS = {"cross": (0, 1), "same": (0, 0)}
-ROUNDS = int(os.environ.get("VIPL_BENCH_ROUNDS", "7"))
+ROUNDS = int(os.environ.get("VIPL_BENCH_ROUNDS", "1" if pg_plan.QUICK else "7"))
 LAT_ITERS = 5000
 LAT_MAX_MS = 150
 BW_BYTES = 128 << 20
@@ -54,7 +58,8 @@ ORB_ITERS = 10000
 # in each round.
 DB_LAT_SIZES = [8, 512, 4096, 65536]
 DB_VARIANTS = ["unix-path", "tcp"]
-ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interposer"]
+# The database section (PostgreSQL 15 over sockets and the interconnect): pg_plan.py.
+ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interposer", "db"]
 ALL_PARTS = ROUND_PARTS + ["scale"]
 PARTS = [p for p in os.environ.get("VIPL_BENCH_PARTS", ",".join(ALL_PARTS)).split(",") if p]
 
@@ -138,6 +143,8 @@ class Runner:
         self.round = 0
         self.started = None
         self.load_before = None
+        self.net = None
+        self.db = None  # PgPart, made at the first round that runs the part
 
     # ------------------------------------------------------------ helpers
     def binary(self, name):
@@ -469,7 +476,8 @@ class Runner:
     def one_round(self):
         parts = {"latency": self.latency_round, "bandwidth": self.bandwidth_round,
                  "table5": self.table5_round, "namespaces": self.across_namespaces,
-                 "orb": self.orb_round, "interposer": self.interposer_round}
+                 "orb": self.orb_round, "interposer": self.interposer_round,
+                 "db": self.db_round}
         for part in ROUND_PARTS:
             if part in PARTS:
                 parts[part]()
@@ -515,6 +523,14 @@ class Runner:
                     name = f"db-{'vipl' if wrap else 'plain'}-{v}"
                     self.own_bw(name, placement, "bench-sock", ["--variant", v], wrap=wrap)
 
+    def db_round(self):
+        """PostgreSQL over every link: pg_run.py; its servers are made at the first round."""
+        if self.db is None:
+            print("  db: making the PostgreSQL instances", flush=True)
+            self.db = PgPart(self)
+            self.db.setup()
+        self.db.round()
+
     def table5_round(self):
         self.postcost("vipl-spin", "0", "spin")
         self.postcost("vipl-busy", "0", "busy")
@@ -559,17 +575,23 @@ class Runner:
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         self.load_before = load_average()
         start = time.monotonic()
-        wants_net = os.geteuid() == 0 and "namespaces" in PARTS
+        wants_net = os.geteuid() == 0 and ("namespaces" in PARTS or "db" in PARTS)
         self.net = NetPair().__enter__() if wants_net else None
         try:
             for r in range(1, ROUNDS + 1):
                 self.round = r
                 print(f"round {r}/{ROUNDS} ({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.one_round()
+            if self.db:
+                print(f"db: perf stat where targets were missed "
+                      f"({time.monotonic() - start:.0f} s so far)", flush=True)
+                self.db.diagnose()
             if "scale" in PARTS:
                 print(f"VI scale and sharing ({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.scale()
         finally:
+            if self.db:
+                self.db.close()
             shutil.rmtree(self.tmp, ignore_errors=True)
             if self.net:
                 self.net.__exit__(None, None, None)

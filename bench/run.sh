@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every benchmark against an already built tree and writes the report.
 #   bench/run.sh BUILD_DIR OUT_DIR
-# OUT_DIR gets raw.csv, results.csv, meta.json, report.md, latency.png, bandwidth.png.
-# VIPL_BENCH_ROUNDS (default 7) sets how many interleaved rounds are taken.
+# OUT_DIR gets raw.csv, results.csv, meta.json, report.md, latency.png, bandwidth.png, pg.png.
+# VIPL_BENCH_ROUNDS (default 7; 1 with VIPL_BENCH_QUICK=1) sets how many interleaved rounds
+# are taken.
 # VIPL_BENCH_PARTS (default all) runs only some parts: see run.py.
 set -euo pipefail
 if [ $# -ne 2 ]; then

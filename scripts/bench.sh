@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds optimised, runs every
 # benchmark and writes the report (CSV, Markdown, plots) under out/bench/.
+#   scripts/bench.sh [--quick]   --quick: a first look (VIPL_BENCH_QUICK=1: one round)
 set -euo pipefail
+if [ "${1:-}" = "--quick" ]; then
+    export VIPL_BENCH_QUICK=1
+elif [ $# -ne 0 ]; then
+    echo "usage: $0 [--quick]" >&2
+    exit 2
+fi
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 build=${VIPL_BUILD_DIR:-build-release}

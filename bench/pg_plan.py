@@ -1,0 +1,137 @@
+"""The database section's plan: server settings, links, workloads, durations, targets.
+
+Declared once here; pg_run.py measures by it, pg_report.py reports by it.
+"""
+import os
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+DB_NAME = "bench"
+DB_USER = "postgres"
+SCALE = 8  # pgbench -i -s: 8 branches, so TPC-B's 8 clients rarely wait on one row
+COPY_ROWS = 100000  # copy_src: char(999) rows, 1000 bytes a line out: 100 MB exactly
+COPY_BYTES = COPY_ROWS * 1000
+
+# Every instance's postgresql.conf (name, value, why); the report prints them.
+SETTINGS = [
+    ("fsync", "off", "the transport is measured, not the disk"),
+    ("synchronous_commit", "off", "TPC-B commits do not wait for the WAL flush"),
+    ("full_page_writes", "off", "less WAL per update (no crash safety needed)"),
+    ("shared_buffers", "256MB", "the data (scale 8, ~130 MB) and the COPY table (~110 MB) fit"),
+    ("autovacuum", "off", "no background work during runs; TPC-B's small tables are "
+     "vacuumed and its history emptied before each TPC-B run"),
+    ("checkpoint_timeout", "1h", "no checkpoint during a run"),
+    ("max_wal_size", "4GB", "no checkpoint during a run"),
+    ("max_connections", "30", "8 clients and an administrator"),
+    ("logging_collector", "off", "the server log goes to pg_ctl's -l file"),
+]
+
+
+class Link:
+    """How a client reaches a server: host = same network namespace; vipl = both under
+    vipl-run; via = the unix socket (the instance's socket directory) or TCP."""
+
+    def __init__(self, name, label, netns, vipl, via):
+        self.name, self.label, self.netns, self.vipl, self.via = name, label, netns, vipl, via
+
+
+LINKS = [
+    Link("pg-unix", "unix socket", False, False, "unix"),
+    Link("pg-tcp", "TCP loopback", False, False, "tcp"),
+    Link("pg-vipl", "interconnect (shm, over the unix socket)", False, True, "unix"),
+    Link("pg-tcp-ns", "TCP across namespaces", True, False, "tcp"),
+    Link("pg-vipl-ns", "interconnect (tcp provider) across namespaces", True, True, "tcp"),
+]
+LINK = {link.name: link for link in LINKS}
+# Links measured next to each other (the targets divide within a group).
+LINK_GROUPS = [["pg-unix", "pg-vipl", "pg-tcp"], ["pg-tcp-ns", "pg-vipl-ns"]]
+
+
+class Workload:
+    """One pgbench run: name in the CSV (benchmark pg_<name>_<metric>, size = clients);
+    args: pgbench's built-in script (-S; none: TPC-B), or script: a script file's text."""
+
+    def __init__(self, name, label, clients, args=(), script=None):
+        self.name, self.label, self.clients = name, label, clients
+        self.args, self.script = list(args), script
+
+
+# Every pgbench run: -M prepared, -j 1, -n; on every link, host and namespaces.
+WORKLOADS = [
+    Workload("select1", "SELECT 1, 1 client", 1, script="SELECT 1;\n"),
+    Workload("ro", "-S, 1 client", 1, ["-S"]),
+    Workload("ro", "-S, 8 clients", 8, ["-S"]),
+    Workload("tpcb", "TPC-B, 8 clients", 8),
+]
+COPY_LABEL = "COPY 100 MB out"
+PLACEMENTS = {"cross": (0, 1), "same": (0, 0)}  # (client CPU, server CPU)
+PLACEMENT_LABEL = {"cross": "2 cores", "same": "1 core"}
+
+# Durations.  pgbench -T takes whole seconds; each run measures the window from WARM_S
+# after its first logged transactions (every client connected) to END_S before pgbench's
+# own end, so connecting, preparing and pgbench's exit stay out of it (~0.8 s).  Measured
+# here (SELECT 1, unix socket and interconnect, both placements, 6 runs each, load ~13):
+# the TPS of -T 3 runs spread as much as of -T 1 runs (coefficient of variation 21-59 %
+# against 12-42 %), and 0.8 s pieces of one -T 3 run as much again (25-62 %): the host's
+# load moves within seconds, so short runs and more rounds beat long runs.  A round of
+# the db part is then ~50 s (40 pgbench runs, 10 COPYs).
+QUICK = os.environ.get("VIPL_BENCH_QUICK", "") not in ("", "0")
+PGBENCH_S = 1
+WARM_S = 0.1
+END_S = 0.1
+COPY_PAUSE_S = 0.15  # pg_sleep before and after the COPY: its CPU is sampled in them
+RUN_TIMEOUT_S = 30
+
+# Before this work (server CPU 1, pgbench CPU 0, -M prepared), design notes: TPS.
+BEFORE = [("SELECT 1, 1 client, 2 cores", "select1", 1, "cross", 27000, 20000),
+          ("SELECT 1, 1 client, 1 core", "select1", 1, "same", 33000, 22000),
+          ("-S, 8 clients, 2 cores", "ro", 8, "cross", 18000, 15000)]
+
+
+class Target:
+    """metric of link / the same metric of base, in the same rounds: >= or < wanted."""
+
+    def __init__(self, text, workload, clients, placement, metric, link, base, sense, wanted):
+        self.text, self.workload, self.clients = text, workload, clients
+        self.placement, self.metric, self.link, self.base = placement, metric, link, base
+        self.sense, self.wanted = sense, wanted
+
+    def key(self, link):
+        return (f"pg_{self.workload}_{self.metric}", link, self.placement, self.clients)
+
+    def met(self, r):
+        return r >= self.wanted if self.sense == ">=" else r < self.wanted
+
+
+def _targets():
+    t = [Target("PostgreSQL SELECT 1, 1 client, 2 cores: TPS, interconnect / unix socket",
+                "select1", 1, "cross", "tps", "pg-vipl", "pg-unix", ">=", 1.5),
+         Target("PostgreSQL SELECT 1, 1 client, 2 cores: TPS, interconnect / TCP loopback",
+                "select1", 1, "cross", "tps", "pg-vipl", "pg-tcp", ">=", 2.0),
+         Target("PostgreSQL -S, 1 client, 2 cores: TPS, interconnect / unix socket",
+                "ro", 1, "cross", "tps", "pg-vipl", "pg-unix", ">=", 1.3)]
+    for w in WORKLOADS:
+        t.append(Target(f"PostgreSQL {w.label}, 1 core: TPS, interconnect / unix socket",
+                        w.name, w.clients, "same", "tps", "pg-vipl", "pg-unix", ">=", 1.0))
+    t.append(Target(f"PostgreSQL {COPY_LABEL}, 1 core: MB/s, interconnect / unix socket",
+                    "copy", COPY_BYTES, "same", "mbps", "pg-vipl", "pg-unix", ">=", 1.0))
+    # The brief names no placement for the 8-client targets: both are held to them.
+    for w in [w for w in WORKLOADS if w.clients == 8]:
+        for p in PLACEMENTS:
+            t.append(Target(f"PostgreSQL {w.label}, {PLACEMENT_LABEL[p]}: TPS, interconnect / "
+                            "unix socket", w.name, w.clients, p, "tps", "pg-vipl", "pg-unix",
+                            ">=", 1.05))
+            t.append(Target(f"PostgreSQL {w.label}, {PLACEMENT_LABEL[p]}: CPU per transaction, "
+                            "interconnect / unix socket", w.name, w.clients, p, "cpu",
+                            "pg-vipl", "pg-unix", "<", 1.0))
+    t.append(Target(f"PostgreSQL {COPY_LABEL}, 2 cores: MB/s, interconnect / unix socket",
+                    "copy", COPY_BYTES, "cross", "mbps", "pg-vipl", "pg-unix", ">=", 1.5))
+    t.append(Target("PostgreSQL SELECT 1, 1 client, 2 cores, across namespaces: TPS, tcp "
+                    "provider / TCP", "select1", 1, "cross", "tps", "pg-vipl-ns", "pg-tcp-ns",
+                    ">=", 1.3))
+    t.append(Target("PostgreSQL SELECT 1, 1 client, 1 core, across namespaces: TPS, tcp "
+                    "provider / TCP", "select1", 1, "same", "tps", "pg-vipl-ns", "pg-tcp-ns",
+                    ">=", 0.95))
+    return t
+
+
+TARGETS = _targets()
