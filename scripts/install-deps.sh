@@ -18,8 +18,8 @@ packages=(
     libomniorb4-dev omniidl omniorb-nameserver
     # db-interconnect's program tests: unmodified programs under the interposer
     socat netcat-openbsd curl
-    # the database section of bench/: PostgreSQL 15 (server, psql, pgbench), perf stat
-    postgresql-15 postgresql-client-15 linux-perf
+    # the database section of bench/: perf stat beside pgbench
+    linux-perf
     # the byte-order test: a big-endian (s390x) peer, cross-built, run under qemu-user
     g++-s390x-linux-gnu qemu-user
 )
