@@ -201,6 +201,35 @@ int thread_count(int pid) {
     return 0;
 }
 
+Footprint footprint(int pid) {
+    Footprint f;
+    f.fds = fd_count(pid);
+    f.memfds = memfd_count(pid);
+    f.maps = map_count(pid);
+    f.threads = thread_count(pid);
+    f.children = static_cast<int>(descendants(pid).size());
+    return f;
+}
+
+std::string describe(const Footprint &f) {
+    std::ostringstream s;
+    s << "fds " << f.fds << ", memfds " << f.memfds << ", mappings " << f.maps << ", threads "
+      << f.threads << ", descendants " << f.children;
+    return s.str();
+}
+
+void require_footprint(int pid, const Footprint &before, int ms) {
+    uint64_t deadline = now_ns() + static_cast<uint64_t>(ms) * 1000000ull;
+    Footprint now = footprint(pid);
+    while (!(now == before) && now_ns() < deadline) {
+        sleep_ms(10);
+        now = footprint(pid);
+    }
+    INFO("process " << pid << " before: " << describe(before)
+                    << "\n            after: " << describe(now));
+    REQUIRE(now == before);
+}
+
 int local_port_to(int pid, int remote_port) {
     std::set<std::string> inodes;
     for (const std::string &t : fd_targets(pid))

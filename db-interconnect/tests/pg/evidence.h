@@ -63,4 +63,15 @@ int thread_count(int pid);
 // descriptors and /proc/<pid>/net/tcp and tcp6.
 int local_port_to(int pid, int remote_port);
 
+// What a long-lived process holds, compared before and after what must not leak.
+struct Footprint {
+    int fds = 0, memfds = 0, maps = 0, threads = 0, children = 0;
+    bool operator==(const Footprint &o) const = default;
+};
+Footprint footprint(int pid);
+std::string describe(const Footprint &f);
+// Waits up to ms for pid's footprint to equal `before` (a backend's exit is reaped by
+// the postmaster a little later); requires it then, showing both.
+void require_footprint(int pid, const Footprint &before, int ms = 3000);
+
 } // namespace pgt

@@ -124,6 +124,14 @@ Program::Program(const Launch &l) {
         REQUIRE(grantpt(master) == 0);
         REQUIRE(unlockpt(master) == 0);
         slave = ptsname(master);
+        // Set here, before the test writes anything: no echo, raw output.
+        termios t;
+        REQUIRE(tcgetattr(master, &t) == 0);
+        t.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHONL | ICANON);
+        t.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+        t.c_cc[VMIN] = 1;
+        t.c_cc[VTIME] = 0;
+        REQUIRE(tcsetattr(master, TCSANOW, &t) == 0);
     } else {
         if (l.in_pipe) REQUIRE(pipe2(in, O_CLOEXEC) == 0);
         if (l.out_pipe) REQUIRE(pipe2(out, O_CLOEXEC) == 0);
@@ -137,7 +145,7 @@ Program::Program(const Launch &l) {
     pid_ = fork();
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
-        setpgid(0, 0);
+        if (!l.tty) setpgid(0, 0); // a terminal's program leads a session (below) instead
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);
         ::signal(SIGPIPE, SIG_DFL);
@@ -153,14 +161,6 @@ Program::Program(const Launch &l) {
             int s = open(slave.c_str(), O_RDWR);
             if (s < 0) die("open the terminal");
             ioctl(s, TIOCSCTTY, 0);
-            termios t;
-            if (tcgetattr(s, &t) == 0) {
-                t.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHONL | ICANON);
-                t.c_oflag &= ~static_cast<tcflag_t>(OPOST);
-                t.c_cc[VMIN] = 1;
-                t.c_cc[VTIME] = 0;
-                tcsetattr(s, TCSANOW, &t);
-            }
             dup2(s, 0), dup2(s, 1), dup2(s, 2);
             if (s > 2) close(s);
         } else {
@@ -190,7 +190,7 @@ Program::Program(const Launch &l) {
         execvp(argv[0], argv.data());
         die(argv[0]);
     }
-    setpgid(pid_, pid_);
+    if (!l.tty) setpgid(pid_, pid_);
     register_pid(pid_, true);
     if (netns_fd >= 0) close(netns_fd);
     if (l.tty) {
