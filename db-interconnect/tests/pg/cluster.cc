@@ -122,7 +122,12 @@ void PgCluster::make_data() {
                          "stream", "--no-sync", "-c", "fast"},
                         cfg_.vipl);
         l.env = cfg_.env;
-        run_ok(l, kToolMs);
+        l.out_pipe = true;
+        Program p(l);
+        backup_seen_ = watch(p, kToolMs);
+        int st = p.wait(1000);
+        INFO("$ " << command_text(l) << "\n" << p.output());
+        REQUIRE(st == 0);
         write_file(data_dir() + "/standby.signal", "", "postgres", 0600);
         return;
     }

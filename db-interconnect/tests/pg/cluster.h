@@ -11,6 +11,7 @@
 // Thread rules: one thread.  Not async-signal-safe.
 #pragma once
 
+#include "evidence.h"
 #include "program.h"
 #include "scratch.h"
 
@@ -72,6 +73,9 @@ public:
     // The postmaster's pid (postmaster.pid), -1 when it is not running.
     int postmaster_pid() const;
     std::string log() const;
+    // For a standby: what the connection tables of pg_basebackup (and the child that
+    // streams its WAL) showed while it ran.
+    const std::vector<Seen> &base_backup_seen() const { return backup_seen_; }
 
     // A one-off statement run by a plain psql as postgres over the unix socket (set-up and
     // checks, not what a test measures); its rows unaligned, tuples only, trimmed.
@@ -96,6 +100,7 @@ private:
     int port_ = 0;
     std::string host_;
     int pm_pid_ = -1;
+    std::vector<Seen> backup_seen_;
 };
 
 } // namespace pgt
