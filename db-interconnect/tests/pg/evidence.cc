@@ -207,7 +207,7 @@ Footprint footprint(int pid) {
     f.memfds = memfd_count(pid);
     f.maps = map_count(pid);
     f.threads = thread_count(pid);
-    f.children = static_cast<int>(descendants(pid).size());
+    for (int d : descendants(pid)) f.children += alive(d); // not the zombies not reaped yet
     return f;
 }
 

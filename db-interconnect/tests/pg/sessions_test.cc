@@ -5,44 +5,11 @@
 // client_addr and client_port are the client's own.
 #include "evidence.h"
 #include "psql.h"
+#include "workload.h"
 
 #include <catch2/catch.hpp>
 
-#include <sstream>
-
 using namespace pgt;
-
-namespace {
-
-// What `SELECT i, i::bigint * i % 1000003, repeat(chr(65 + i % 26), i % 50) FROM generate_series(1,
-// n)` prints, computed here: a result whose every byte the test knows.
-std::string expected_rows(int n) {
-    std::ostringstream s;
-    for (long i = 1; i <= n; ++i) {
-        s << i << '|' << (i * i) % 1000003 << '|' << std::string(i % 50, char('A' + i % 26));
-        if (i < n) s << '\n';
-    }
-    return s.str();
-}
-
-std::string rows_query(int n) {
-    return "SELECT i, i::bigint * i % 1000003, repeat(chr(65 + i % 26), i % 50) FROM "
-           "generate_series(1, " +
-           std::to_string(n) + ") i;";
-}
-
-// A session's round trips: a table written and summed, 50,000 known rows read back.
-void exercise(Psql &s) {
-    REQUIRE(s.query("CREATE TEMP TABLE t(a int, b text);"
-                    "INSERT INTO t SELECT i, repeat('x', i % 100) FROM generate_series(1, 5000) i;"
-                    "SELECT count(*), sum(a), sum(length(b)) FROM t;") == "5000|12502500|247500");
-    std::string rows = s.query(rows_query(50000));
-    INFO("psql printed " << rows.substr(0, 300));
-    REQUIRE(rows.size() == expected_rows(50000).size());
-    REQUIRE(rows == expected_rows(50000));
-}
-
-} // namespace
 
 TEST_CASE("psql sessions over the unix socket and TCP ride shm at both ends", "[pg][sessions]") {
     PgCluster pg;
