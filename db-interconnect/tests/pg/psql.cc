@@ -36,11 +36,9 @@ Psql::Psql(const PgCluster &cluster, const std::string &conninfo, const Client &
         l.in_pipe = true;
         l.out_pipe = true;
     }
+    command_ = command_text(l);
     prog_ = Program(l);
-    std::string out = query("SELECT pg_backend_pid();");
-    backend_ = std::atoi(out.c_str());
-    INFO("$ " << command_text(l) << "\n" << out);
-    REQUIRE(backend_ > 0);
+    refresh_backend_pid();
 }
 
 Psql::~Psql() {
@@ -87,7 +85,12 @@ std::string Psql::since_send() const {
 }
 
 int Psql::refresh_backend_pid() {
-    backend_ = std::atoi(query("SELECT pg_backend_pid();").c_str());
+    // Marked: other lines may come first (a reset's report, a library's message).
+    std::string out = query("SELECT 'backend=' || pg_backend_pid();");
+    size_t at = out.rfind("backend=");
+    backend_ = at == std::string::npos ? 0 : std::atoi(out.c_str() + at + 8);
+    INFO("$ " << command_ << "\n" << out);
+    REQUIRE(backend_ > 0);
     return backend_;
 }
 

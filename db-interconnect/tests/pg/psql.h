@@ -47,6 +47,7 @@ public:
 
 private:
     const PgCluster *cluster_;
+    std::string command_;
     Program prog_;
     size_t mark_ = 0; // output offset at the last send
     int seq_ = 0;
