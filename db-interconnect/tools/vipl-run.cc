@@ -104,13 +104,16 @@ bool show_process(int pid, bool header_done) {
             for (uint32_t i = 0; i < kStatSlots && i < h->slots; ++i) {
                 const StatSlot &s = slots[i];
                 if (!s.in_use.load(std::memory_order_acquire)) continue;
-                std::printf("%-8d %-5d %-6s %-6s %-28s %12llu %12llu %10llu %10llu %10llu %10llu\n",
+                std::printf("%-8d %-5d %-6s %-6s %-28s %12llu %12llu %10llu %10llu %10llu %10llu "
+                            "%10llu %10llu\n",
                             pid, s.fd, s.server ? "server" : "client", transport_name(s.transport),
                             s.peer[0] ? s.peer : "-",
                             static_cast<unsigned long long>(s.bytes_in.load()),
                             static_cast<unsigned long long>(s.bytes_out.load()),
                             static_cast<unsigned long long>(s.calls_in.load()),
                             static_cast<unsigned long long>(s.calls_out.load()),
+                            static_cast<unsigned long long>(s.messages_in.load()),
+                            static_cast<unsigned long long>(s.messages_out.load()),
                             static_cast<unsigned long long>(s.spins.load()),
                             static_cast<unsigned long long>(s.sleeps.load()));
             }
