@@ -34,7 +34,7 @@ void still_riding(Psql &s) {
 
 } // namespace
 
-TEST_CASE("cancel: SIGINT to psql during pg_sleep cancels the query", "[pg][cancel]") {
+TEST_CASE("pg cancel: SIGINT to psql during pg_sleep cancels the query", "[pg][cancel]") {
     PgCluster pg;
     for (bool tcp : {false, true}) {
         INFO((tcp ? "TCP 127.0.0.1" : "unix socket"));
@@ -55,7 +55,7 @@ TEST_CASE("cancel: SIGINT to psql during pg_sleep cancels the query", "[pg][canc
     }
 }
 
-TEST_CASE("cancel: pg_cancel_backend and statement_timeout", "[pg][cancel]") {
+TEST_CASE("pg cancel: pg_cancel_backend and statement_timeout", "[pg][cancel]") {
     PgCluster pg;
     Psql victim(pg, pg.tcp_conninfo());
     Psql other(pg, pg.unix_conninfo());
@@ -80,7 +80,7 @@ TEST_CASE("cancel: pg_cancel_backend and statement_timeout", "[pg][cancel]") {
     still_riding(victim);
 }
 
-TEST_CASE("cancel: pg_terminate_backend ends the session the usual way", "[pg][cancel]") {
+TEST_CASE("pg cancel: pg_terminate_backend ends the session the usual way", "[pg][cancel]") {
     PgCluster pg;
     Psql victim(pg, pg.tcp_conninfo());
     Psql other(pg, pg.unix_conninfo());

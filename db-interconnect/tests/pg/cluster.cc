@@ -31,6 +31,12 @@ std::string trim(std::string s) {
 // initdb made as postgres (initdb costs seconds; a copy a fraction of one).  The lock
 // makes concurrent test processes wait for the first one's initdb.
 std::string template_dir() {
+    if (geteuid() != 0)
+        FAIL("these tests run PostgreSQL as the postgres user and clients as others: they need "
+             "root");
+    if (access("/usr/lib/postgresql/15/bin/initdb", X_OK) != 0)
+        FAIL("PostgreSQL 15 is not installed in /usr/lib/postgresql/15 "
+             "(scripts/install-deps.sh installs it)");
     const std::string dir = PGT_TEMPLATE_DIR;
     const std::string ready = dir + "/data/PG_VERSION";
     std::filesystem::create_directories(std::filesystem::path(dir).parent_path());

@@ -9,7 +9,7 @@
 
 using namespace pgt;
 
-TEST_CASE("COPY of 100 MB in and out, checksums equal, the bytes counted on the stream",
+TEST_CASE("pg COPY of 100 MB in and out, checksums equal, the bytes counted on the stream",
           "[pg][copy]") {
     PgCluster pg;
     const std::string in = pg.file("in.copy"), out = pg.file("out.copy");

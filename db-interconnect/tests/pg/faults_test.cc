@@ -95,7 +95,7 @@ void still_riding(Psql &s) {
 
 } // namespace
 
-TEST_CASE("faults: a client killed with kill -9 mid-query: its backend logs the usual error "
+TEST_CASE("pg faults: a client killed with kill -9 mid-query: its backend logs the usual error "
           "within 100 ms, nothing leaks",
           "[pg][faults]") {
     ClusterConfig c;
@@ -132,8 +132,8 @@ TEST_CASE("faults: a client killed with kill -9 mid-query: its backend logs the 
     CHECK(pg.log().find("terminated by signal") == std::string::npos);
 }
 
-TEST_CASE("faults: a backend killed with kill -9 mid-query: psql hears within 100 ms; the "
-          "crash-restart cycle; clients reset and ride again",
+TEST_CASE("pg faults: a backend killed with kill -9 mid-query: psql hears within 100 ms, the "
+          "crash-restart cycle, clients reset and ride again",
           "[pg][faults]") {
     PgCluster pg;
     const int pm = pg.postmaster_pid();
@@ -173,7 +173,8 @@ TEST_CASE("faults: a backend killed with kill -9 mid-query: psql hears within 10
     CHECK(after.memfds == before.memfds);
 }
 
-TEST_CASE("faults: pg_ctl restart; interactive clients reconnect and ride again", "[pg][faults]") {
+TEST_CASE("pg faults: pg_ctl restart, interactive clients reconnect and ride again",
+          "[pg][faults]") {
     PgCluster pg;
     Psql a(pg, pg.tcp_conninfo(), Client{}, true);
     Psql b(pg, pg.unix_conninfo(), Client{}, true);

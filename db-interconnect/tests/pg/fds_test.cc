@@ -28,7 +28,7 @@ bool on_stream(Carrier c) {
 
 } // namespace
 
-TEST_CASE("faults: fds running out in a client: the connection stays on the kernel below what "
+TEST_CASE("pg faults: fds running out in a client: the connection stays on the kernel below what "
           "a stream needs, results always right",
           "[pg][faults][fds]") {
     // A client that cannot make its stream after the server's REPLY leaves the server
@@ -94,7 +94,7 @@ struct Crowded {
 
 } // namespace
 
-TEST_CASE("faults: fds running out in the backends: the file cache fills the limit, the "
+TEST_CASE("pg faults: fds running out in the backends: the file cache fills the limit, the "
           "streams serve on",
           "[pg][faults][fds]") {
     Crowded a(true);
@@ -126,7 +126,7 @@ TEST_CASE("faults: fds running out in the backends: the file cache fills the lim
 // connection's) come out of that reserve unseen.  At the limit, a parallel query's
 // shared memory segment, a library and a dblink connection's socket then fail with
 // EMFILE where the same instance without the interposer succeeds.
-TEST_CASE("known fault: at the descriptor limit PostgreSQL's reserve is gone",
+TEST_CASE("pg known fault: at the descriptor limit PostgreSQL's reserve is gone",
           "[.known-fault][pg][faults][fds]") {
     for (bool vipl : {false, true}) {
         INFO((vipl ? "under the interposer" : "plain"));

@@ -89,7 +89,7 @@ std::vector<uint8_t> valid_hello(uint32_t seed) {
 
 } // namespace
 
-TEST_CASE("faults: garbage sent to the server's port", "[pg][faults][garbage]") {
+TEST_CASE("pg faults: garbage sent to the server's port", "[pg][faults][garbage]") {
     ClusterConfig c;
     c.conf = {"authentication_timeout = '3s'"};
     PgCluster pg(c);

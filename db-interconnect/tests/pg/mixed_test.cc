@@ -12,7 +12,7 @@
 
 using namespace pgt;
 
-TEST_CASE("mixed: plain psql to a server under the interposer", "[pg][mixed]") {
+TEST_CASE("pg mixed: plain psql to a server under the interposer", "[pg][mixed]") {
     PgCluster pg;
     Client plain;
     plain.vipl = false;
@@ -28,7 +28,7 @@ TEST_CASE("mixed: plain psql to a server under the interposer", "[pg][mixed]") {
     require_carried(v.backend_pid(), Role::server, Carrier::shm);
 }
 
-TEST_CASE("mixed: psql under the interposer to a plain server", "[pg][mixed]") {
+TEST_CASE("pg mixed: psql under the interposer to a plain server", "[pg][mixed]") {
     ClusterConfig c;
     c.vipl = false;
     PgCluster pg(c);
@@ -45,7 +45,7 @@ TEST_CASE("mixed: psql under the interposer to a plain server", "[pg][mixed]") {
     CHECK(pg.log().find("unsupported frontend protocol") == std::string::npos);
 }
 
-TEST_CASE("mixed: a client running as another OS user than the server (the copy path)",
+TEST_CASE("pg mixed: a client running as another OS user than the server (the copy path)",
           "[pg][mixed]") {
     PgCluster pg;
     pg.sql("CREATE ROLE nobody LOGIN SUPERUSER;");
@@ -71,7 +71,7 @@ TEST_CASE("mixed: a client running as another OS user than the server (the copy 
     }
 }
 
-TEST_CASE("mixed: 1,000 connect/disconnect cycles ride vipl and leak nothing", "[pg][mixed]") {
+TEST_CASE("pg mixed: 1,000 connect/disconnect cycles ride vipl and leak nothing", "[pg][mixed]") {
     PgCluster pg;
     write_file(pg.file("select1.sql"), "SELECT 1;\n", "postgres", 0644);
     const int pm = pg.postmaster_pid();

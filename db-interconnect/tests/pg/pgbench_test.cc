@@ -54,7 +54,7 @@ long bench(PgCluster &pg, const std::string &conninfo, bool select_only, const s
 
 } // namespace
 
-TEST_CASE("pgbench -i, then -S and TPC-B, simple and prepared, -c 8 -j 2; balances agree",
+TEST_CASE("pg pgbench -i, then -S and TPC-B, simple and prepared, -c 8 -j 2, balances agree",
           "[pg][pgbench]") {
     PgCluster pg;
     {

@@ -176,6 +176,9 @@ Program::Program(const Launch &l) {
                 dup2(nul, 1);
             }
         }
+        // Nothing of the test's (ctest's pipes among them) reaches the program: a program
+        // run with a small descriptor limit has exactly the descriptors it opens.
+        close_range(3, ~0u, 0);
         if (l.nofile) {
             rlimit r{static_cast<rlim_t>(l.nofile), static_cast<rlim_t>(l.nofile)};
             if (setrlimit(RLIMIT_NOFILE, &r) != 0) die("setrlimit");

@@ -145,21 +145,22 @@ void streaming_replication(const Place &place) {
 
 } // namespace
 
-TEST_CASE("postgres_fdw, dblink and PL/Proxy from one instance to another ride shm",
+TEST_CASE("pg postgres_fdw, dblink and PL/Proxy from one instance to another ride shm",
           "[pg][remote]") {
     fdw_dblink_plproxy(one_host());
 }
 
-TEST_CASE("streaming replication: pg_basebackup and the standby's walreceiver ride shm",
+TEST_CASE("pg streaming replication: pg_basebackup and the standby's walreceiver ride shm",
           "[pg][remote]") {
     streaming_replication(one_host());
 }
 
-TEST_CASE("postgres_fdw, dblink and PL/Proxy across two network namespaces ride tcp",
+TEST_CASE("pg postgres_fdw, dblink and PL/Proxy across two network namespaces ride tcp",
           "[pg][remote][netns]") {
     fdw_dblink_plproxy(two_hosts());
 }
 
-TEST_CASE("streaming replication across two network namespaces rides tcp", "[pg][remote][netns]") {
+TEST_CASE("pg streaming replication across two network namespaces rides tcp",
+          "[pg][remote][netns]") {
     streaming_replication(two_hosts());
 }

@@ -11,7 +11,7 @@
 
 using namespace pgt;
 
-TEST_CASE("psql sessions over the unix socket and TCP ride shm at both ends", "[pg][sessions]") {
+TEST_CASE("pg psql sessions over the unix socket and TCP ride shm at both ends", "[pg][sessions]") {
     PgCluster pg;
     for (bool tcp : {false, true}) {
         INFO((tcp ? "TCP 127.0.0.1" : "unix socket"));
@@ -26,7 +26,7 @@ TEST_CASE("psql sessions over the unix socket and TCP ride shm at both ends", "[
     }
 }
 
-TEST_CASE("sslmode=require: TLS rides the stream", "[pg][sessions]") {
+TEST_CASE("pg sslmode=require: TLS rides the stream", "[pg][sessions]") {
     ClusterConfig c;
     c.ssl = true;
     PgCluster pg(c);
@@ -44,7 +44,7 @@ TEST_CASE("sslmode=require: TLS rides the stream", "[pg][sessions]") {
     require_carried(clear.backend_pid(), Role::server, Carrier::shm);
 }
 
-TEST_CASE("peer authentication and pg_hba.conf host rules see the real client",
+TEST_CASE("pg peer authentication and pg_hba.conf host rules see the real client",
           "[pg][sessions][auth]") {
     ClusterConfig c;
     c.listen = "127.0.0.1,::1";
