@@ -85,6 +85,8 @@ TEST_CASE("pg cancel: pg_terminate_backend ends the session the usual way", "[pg
     Psql victim(pg, pg.tcp_conninfo());
     Psql other(pg, pg.unix_conninfo());
     int backend = victim.backend_pid();
+    require_carried(victim.pid(), Role::client, Carrier::shm);
+    require_carried(backend, Role::server, Carrier::shm);
     victim.send("SELECT pg_sleep(60);");
     await_sleeping(pg, backend);
     REQUIRE(other.query("SELECT pg_terminate_backend(" + std::to_string(backend) + ");") == "t");

@@ -118,6 +118,7 @@ TEST_CASE("pg faults: a client killed with kill -9 mid-query: its backend logs t
     }
     SECTION("while its backend sleeps (client_connection_check_interval)") {
         Psql victim(pg, pg.unix_conninfo());
+        require_carried(victim.backend_pid(), Role::server, Carrier::shm);
         victim.send("SELECT pg_sleep(60);");
         await_sleeping(pg, victim.backend_pid());
         kill_client(pg, victim, "connection to client lost");
@@ -125,6 +126,7 @@ TEST_CASE("pg faults: a client killed with kill -9 mid-query: its backend logs t
     SECTION("while its backend waits for the next statement in a transaction") {
         Psql victim(pg, pg.tcp_conninfo());
         REQUIRE(victim.query("BEGIN; SELECT 1;") == "1");
+        require_carried(victim.backend_pid(), Role::server, Carrier::shm);
         kill_client(pg, victim, "unexpected EOF on client connection with an open transaction");
     }
     require_footprint(pm, before);
@@ -141,6 +143,8 @@ TEST_CASE("pg faults: a backend killed with kill -9 mid-query: psql hears within
     Psql victim(pg, pg.tcp_conninfo());
     const Footprint before = footprint(pm);
     int backend = victim.backend_pid();
+    require_carried(victim.pid(), Role::client, Carrier::shm);
+    require_carried(backend, Role::server, Carrier::shm);
     victim.send("SELECT pg_sleep(60);");
     await_sleeping(pg, backend);
     uint64_t t0 = now_ns();

@@ -9,6 +9,7 @@
 #include "evidence.h"
 #include "hosts.h"
 #include "psql.h"
+#include "workload.h"
 
 #include <catch2/catch.hpp>
 
@@ -153,6 +154,25 @@ TEST_CASE("pg postgres_fdw, dblink and PL/Proxy from one instance to another rid
 TEST_CASE("pg streaming replication: pg_basebackup and the standby's walreceiver ride shm",
           "[pg][remote]") {
     streaming_replication(one_host());
+}
+
+TEST_CASE("pg psql sessions across two network namespaces ride tcp, the server sees the "
+          "client's address",
+          "[pg][remote][netns]") {
+    Place place = two_hosts();
+    PgCluster pg(place.config(1));
+    Client c;
+    c.netns = place.hosts->ns(0);
+    c.env = {place.hosts->remote_rule(1)};
+    Psql s(pg, pg.tcp_conninfo(), c);
+    exercise(s);
+    int port = local_port_to(s.pid(), pg.port());
+    REQUIRE(port > 0);
+    REQUIRE(s.query("SELECT client_addr, client_port FROM pg_stat_activity WHERE pid = "
+                    "pg_backend_pid();") == place.hosts->ip(0) + "|" + std::to_string(port));
+    require_carried(s.pid(), Role::client, Carrier::tcp, 1, 100);
+    require_carried(s.backend_pid(), Role::server, Carrier::tcp, 1, 100);
+    REQUIRE(table(s.backend_pid())[0].bytes_out > 1500000);
 }
 
 TEST_CASE("pg postgres_fdw, dblink and PL/Proxy across two network namespaces ride tcp",
