@@ -127,7 +127,7 @@ TEST_CASE("pg faults: fds running out in the backends: the file cache fills the 
 // shared memory segment, a library and a dblink connection's socket then fail with
 // EMFILE where the same instance without the interposer succeeds.
 TEST_CASE("pg known fault: at the descriptor limit PostgreSQL's reserve is gone",
-          "[.known-fault][pg][faults][fds]") {
+          "[.known-fault]") {
     for (bool vipl : {false, true}) {
         INFO((vipl ? "under the interposer" : "plain"));
         Crowded a(vipl);
