@@ -22,6 +22,9 @@ packages=(
     linux-perf
     # the byte-order test: a big-endian (s390x) peer, cross-built, run under qemu-user
     g++-s390x-linux-gnu qemu-user
+    # db-interconnect's PostgreSQL suite: the server and its clients, postgres_fdw and
+    # dblink (contrib), PL/Proxy, openssl for the TLS test's certificate, bash
+    postgresql-15 postgresql-client-15 postgresql-contrib postgresql-15-plproxy openssl bash
 )
 
 missing=()

@@ -70,8 +70,13 @@ SockState settle(Sock *s, int fd, bool writing) {
         case SockState::accepting:
             // A write needs the client's stream (the client, waiting for an answer, reads
             // the REPLY and comes): a blocking one waits for it, bounded by the
-            // rendezvous's deadline; a non-blocking one would block (EAGAIN) meanwhile.
-            if (!accept_step(s, fd, writing && !s->nonblock ? s->rendezvous_until : Deadline{}))
+            // rendezvous's deadline, and so does a non-blocking one that answers bytes the
+            // program read (a kernel socket never refuses a connection's first answer:
+            // PostgreSQL sends its SSL and GSS negotiation byte with one bare send); a
+            // non-blocking one that speaks first would block (EAGAIN) meanwhile.
+            if (!accept_step(s, fd,
+                             writing && (!s->nonblock || s->pre_bytes > 0) ? s->rendezvous_until
+                                                                           : Deadline{}))
                 return st;
             continue;
         case SockState::strip_hello:
