@@ -295,6 +295,22 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
     if (h.kind == Kind::data) {
         t.stats.messages_in++;
         t.stats.bytes_in += h.length;
+        // A reader that lags would hold one buffer (and the writer's credit) per message
+        // however small: a peer echoing small writes to a program blocked writing to it
+        // would run out of credits after a few bytes, where a socket buffers hundreds
+        // of kilobytes.  Bytes that fit behind the last unread message join it, so what
+        // is buffered is bounded by bytes, not by messages.
+        if (!t.rq.empty() && !t.rq.back().rts && !t.discarding &&
+            (pulled.empty() || pulled[t.rq.back().slot].empty()) &&
+            t.rq.back().end + h.length <= mtu) {
+            Msg &b = t.rq.back();
+            std::memcpy(rbuf(b.slot) + b.end, rbuf(slot) + kHeaderSize, h.length);
+            b.end += h.length;
+            t.stats.joined_in++;
+            repost(slot);
+            t.owed++;
+            return;
+        }
         Msg m;
         m.slot = slot;
         m.off = kHeaderSize;

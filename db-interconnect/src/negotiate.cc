@@ -11,6 +11,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <cstring>
@@ -84,6 +86,23 @@ void go_plain(Sock *s, int fd, const char *why) {
     set_state(s, SockState::plain);
 }
 
+// Holds the calling thread's asynchronous signals while it lives (faults stay open).
+class HoldSignals {
+public:
+    HoldSignals() noexcept {
+        sigset_t all;
+        sigfillset(&all);
+        for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&all, sig);
+        pthread_sigmask(SIG_BLOCK, &all, &old_);
+    }
+    ~HoldSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+    HoldSignals(const HoldSignals &) = delete;
+    HoldSignals &operator=(const HoldSignals &) = delete;
+
+private:
+    sigset_t old_;
+};
+
 // Connects the client's stream to the server's rendezvous and proves who we are.
 bool client_connect(Sock *s, int fd) {
     std::string device;
@@ -93,6 +112,11 @@ bool client_connect(Sock *s, int fd) {
     Deadline dl = step_deadline();
     std::error_code ec;
     vipl::Stream st;
+    // From the request until the prologue is written no handler of the program may run
+    // here: the server waits for our part of the handshake, and a handler that connects
+    // to that same server (psql's PQcancel) would wait for a server waiting for us.  The
+    // signals are held for that round trip, then delivered (none is lost or added).
+    HoldSignals held;
     for (;;) {
         st = vipl::Stream::connect(u, dl, ec, o);
         if (ec != std::errc::interrupted || Clock::now() >= dl) break;
@@ -338,6 +362,11 @@ bool accept_step(Sock *s, int fd, Deadline wait) noexcept {
         VIPL_DB_WARN("fd %d: a stream to the rendezvous did not prove the hello's secret", fd);
         st.abort();
     }
+}
+
+void give_up_rendezvous(Sock *s, int fd) noexcept {
+    go_plain(s, fd, "the client did not come to the rendezvous before the program answered");
+    s->rendezvous = vipl::Listener();
 }
 
 bool strip_look(Sock *s, int fd) noexcept {

@@ -21,9 +21,32 @@ bool server_look(Sock *s, int fd, bool writing) noexcept;
 // deadline looks once); at the rendezvous's deadline gives up (plain).  True when the
 // state changed.
 bool accept_step(Sock *s, int fd, Deadline wait) noexcept;
+// accepting -> plain: the rendezvous goes (a client coming later finds none and stays
+// on the kernel too); the connection goes on on the kernel.
+void give_up_rendezvous(Sock *s, int fd) noexcept;
+// How long a server's answer waits for the client's stream before it goes on the kernel
+// (sock_io.cc, settle): a client that read the REPLY comes within a round trip.
+constexpr auto kAnswerWait = std::chrono::milliseconds(20);
+
 // strip_hello / strip_reply: drops a HELLO / REPLY at the head of the connection, then
 // plain.  True when the state changed.
 bool strip_look(Sock *s, int fd) noexcept;
+
+// How long a thread waiting on a connection that is still negotiating sleeps on the
+// kernel connection at a time.  Another thread of the process may finish the
+// negotiation meanwhile (a writer thread reads the REPLY, takes the stream): after that
+// nothing more comes on the kernel connection, so a sleeper must look again by itself.
+// A negotiation lasts a round trip, so few sleepers ever see a second slice.
+constexpr auto kNegotiationSlice = std::chrono::milliseconds(2);
+// The states another thread may leave with nothing more coming on the kernel connection
+// (each bounded by VIPL_DB_NEGOTIATE_MS, so slices end).
+inline bool negotiating(SockState st) noexcept {
+    return st == SockState::hello_sent || st == SockState::accepting;
+}
+inline Deadline negotiation_slice(Deadline dl) noexcept {
+    Deadline s = Clock::now() + kNegotiationSlice;
+    return s < dl ? s : dl;
+}
 
 // The stream options of the interposer's connections.
 vipl::StreamOptions stream_options();

@@ -1,6 +1,7 @@
 #include "poll_set.h"
 
 #include "files.h"
+#include "negotiate.h"
 #include "real.h"
 #include "sock.h"
 #include "thread_state.h"
@@ -141,8 +142,13 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
         bool others = tracked.size() < n;
         for (Entry &e : tracked) others |= !e.under.stream || e.under.fd2 >= 0;
         if (ready && !others) return ready;
-        int k = kernel_ppoll(under.data(), under.size(), ready ? Clock::now() : dl,
-                             ready ? nullptr : mask);
+        // A connection still negotiating may be settled by another thread while we sleep
+        // on its kernel connection (negotiate.h): sleep in slices then.
+        bool sliced = false;
+        for (Entry &e : tracked)
+            sliced |= negotiating(e.sock->state.load(std::memory_order_acquire));
+        Deadline until = ready ? Clock::now() : sliced ? negotiation_slice(dl) : dl;
+        int k = kernel_ppoll(under.data(), under.size(), until, ready ? nullptr : mask);
         if (k < 0) return ready ? ready : -1;
         int count = 0;
         size_t t = 0;
@@ -164,7 +170,7 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
             }
             if (fds[i].revents) ++count;
         }
-        if (count > 0 || k == 0 || Clock::now() >= dl) return count;
+        if (count > 0 || (k == 0 && until == dl) || Clock::now() >= dl) return count;
     }
 }
 

@@ -46,6 +46,8 @@ const char *state_name(SockState s) {
         return "hello-sent";
     case SockState::undecided:
         return "undecided";
+    case SockState::accepting:
+        return "accepting";
     case SockState::strip_hello:
         return "strip-hello";
     case SockState::strip_reply:

@@ -67,18 +67,24 @@ SockState settle(Sock *s, int fd, bool writing) {
         case SockState::undecided:
             if (!server_look(s, fd, writing)) return st;
             continue;
-        case SockState::accepting:
+        case SockState::accepting: {
             // A write needs the client's stream (the client, waiting for an answer, reads
-            // the REPLY and comes): a blocking one waits for it, bounded by the
-            // rendezvous's deadline, and so does a non-blocking one that answers bytes the
-            // program read (a kernel socket never refuses a connection's first answer:
-            // PostgreSQL sends its SSL and GSS negotiation byte with one bare send); a
-            // non-blocking one that speaks first would block (EAGAIN) meanwhile.
-            if (!accept_step(s, fd,
-                             writing && (!s->nonblock || s->pre_bytes > 0) ? s->rendezvous_until
-                                                                           : Deadline{}))
-                return st;
+            // the REPLY and comes).  A non-blocking write that speaks first would block
+            // (EAGAIN) meanwhile.  A write that answers bytes the program read, or a
+            // blocking one, may not be refused (a kernel socket takes a connection's first
+            // answer at once: PostgreSQL sends its SSL and GSS negotiation byte with one
+            // bare send): it waits for the stream briefly, then gives the rendezvous up
+            // and goes on the kernel, where the client follows (its stream finds no
+            // rendezvous).  Briefly, because the client may be unable to come: inside a
+            // signal handler that connects to this very server (PQcancel), whose one
+            // thread (an event loop) must not wait for it.
+            bool answer = writing && (!s->nonblock || s->pre_bytes > 0);
+            Deadline wait = answer ? Clock::now() + kAnswerWait : Deadline{};
+            if (accept_step(s, fd, std::min(wait, s->rendezvous_until))) continue;
+            if (!answer) return st;
+            give_up_rendezvous(s, fd);
             continue;
+        }
         case SockState::strip_hello:
         case SockState::strip_reply:
             if (writing || !strip_look(s, fd)) return st;
@@ -390,8 +396,9 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
             return -1;
         }
         int r = st == SockState::accepting
-                    ? kwait2(fd, s->rendezvous.fd(), std::min(dl, s->rendezvous_until))
-                    : kwait(fd, POLLIN, dl);
+                    ? kwait2(fd, s->rendezvous.fd(),
+                             negotiation_slice(std::min(dl, s->rendezvous_until)))
+                    : kwait(fd, POLLIN, negotiation_slice(dl));
         if (r == 0 && Clock::now() >= dl) {
             errno = EAGAIN;
             return -1;
@@ -447,8 +454,8 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
         if (st != SockState::hello_sent) return kKernel;
         // The kernel connection is full and its server has not decided: wait for room
         // or for its answer.
-        int r = kwait(fd, POLLIN | POLLOUT, dl);
-        if (r == 0) {
+        int r = kwait(fd, POLLIN | POLLOUT, negotiation_slice(dl));
+        if (r == 0 && Clock::now() >= dl) {
             errno = EAGAIN;
             return -1;
         }

@@ -122,6 +122,8 @@ struct StreamCounters {
     uint64_t spin_wins = 0;     // blocking calls satisfied while polling (no sleep)
     uint64_t sleeps = 0;        // times a blocking call slept in the kernel
     uint64_t doorbells = 0;     // system calls libvipl made on this VI to wake a waiter
+    uint64_t joined_in = 0;     // of messages_in, copied behind an unread one (a lagging
+                                // reader holds bytes, not a buffer per message)
 };
 
 class Listener;
