@@ -58,8 +58,7 @@ class Instance:
 
     def env(self, side):
         """Both ends of a connection across namespaces name the server as remote.  Clients
-        ask for no TLS (the servers have none): under the interposer a TCP client's
-        SSLRequest fails (bench/README.md), and every link then connects alike."""
+        ask for no TLS (the servers have none): no SSLRequest round trip on any link."""
         env = {"PGSSLMODE": "disable"} if side == "client" else {}
         if self.link.vipl and self.link.netns:
             env["VIPL_DB_REMOTE"] = f"tcp:{self.net.addrs[1]}:*"

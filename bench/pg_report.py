@@ -62,7 +62,7 @@ def section(rep):
              "process it forks preloaded), and so do its clients. Settings: " +
              ", ".join(f"`{n}={v}`" for n, v in settings) + ". "
              "Clients run as root with `PGSSLMODE=disable` on every link (the servers have no "
-             "TLS; see the caveat below). pgbench: `-M prepared -j 1 -n`, `-T "
+             "TLS). pgbench: `-M prepared -j 1 -n`, `-T "
              f"{meta.get('pgbench_s', plan.PGBENCH_S)}`; each run counts the transactions "
              "that its per-transaction log (`-l`) shows completed in a window from "
              f"{meta.get('warm_s', plan.WARM_S)} s after the first logged transactions to "
@@ -91,13 +91,6 @@ def section(rep):
     plot(rep)
     rep.emit(
         "Caveats:", "",
-        "- Every client connects with `PGSSLMODE=disable`. Under the interposer a libpq "
-        "client's TLS request over TCP (libpq's default `sslmode=prefer`) breaks the "
-        "connection: the backend's one-byte answer (`N`, a plain `send()` on its non-blocking "
-        "socket) returns EAGAIN while the client's stream is pending, PostgreSQL logs "
-        "\"failed to send SSL negotiation response: Resource temporarily unavailable\" and "
-        "closes, and the client, finding the rendezvous gone, reports \"server closed the "
-        "connection unexpectedly\". A kernel socket takes the byte.",
         "- CPU per transaction counts every server process (walwriter, checkpointer, "
         "background writer as well as the backends) and pgbench's own log writing, on every "
         "link alike; the window's CPU of the other instances (idle) is not counted.",

@@ -167,10 +167,9 @@ Psql::Options netns_session(const vt::NetnsPair &net) {
     Psql::Options o;
     o.host = net.address(0);
     o.netns = net.path(1);
-    // sslmode=disable: over TCP libpq asks for SSL first by default, and the backend's
-    // answer (a non-blocking send of one byte, EAGAIN taken as fatal) fails while the
-    // interposer waits for the client's stream (db-interconnect/README.md, pitfalls).
-    o.env = {"VIPL_DB_REMOTE=tcp:" + net.address(0) + ":*", "PGSSLMODE=disable"};
+    // libpq's default sslmode=prefer: over TCP its first message is an SSLRequest, which
+    // the backend answers before the client's stream is up.
+    o.env = {"VIPL_DB_REMOTE=tcp:" + net.address(0) + ":*"};
     return o;
 }
 
