@@ -74,6 +74,10 @@ vipl::Uri rendezvous(Provider p, const uint8_t token[16], int fd, bool server,
 }
 
 void set_state(Sock *s, SockState st) {
+    // Negotiating, pre_bytes counts the program's bytes that went on the kernel
+    // connection; decided for the kernel, every byte is the kernel's (a plain socket with
+    // pre_bytes reads a hand-over's kernel part first: handover.h).
+    if (st == SockState::plain) s->pre_bytes = 0;
     s->state = st;
     if (s->stat && st == SockState::vipl)
         s->stat->transport = static_cast<uint8_t>(

@@ -378,6 +378,7 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
                 }
                 if (n == 0) {
                     // The client left without coming: the connection ends on the kernel.
+                    s->pre_bytes = 0;
                     s->state.store(SockState::plain);
                     epoll_sock_changed(s);
                     s->rendezvous = vipl::Listener();

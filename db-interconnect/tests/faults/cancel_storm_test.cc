@@ -137,11 +137,11 @@ TEST_CASE("faults: a SIGINT storm whose handler connects, during connections tha
     REQUIRE(seen.errors == 0);
     REQUIRE(seen.connections == handlers + turns + 1);
     // Only the main loop's connections (one per turn, and the held one) rode vipl: the
-    // handlers' did not, on either side.  Against the forking server every one of them
-    // did.  An event loop answers a turn's first bytes while the handler that interrupted
-    // the client on its way to the rendezvous waits for that same loop: the server waits
-    // briefly, then both ends go on on the kernel (the server gives the rendezvous up, the
-    // client finds none), each saying so: a few turns, never the storm's majority.
+    // handlers' did not, on either side.  A server answers a turn's first bytes while the
+    // handler that interrupted the client before it read the REPLY runs (an event loop:
+    // the handler waits for that same loop): the answer waits briefly, then both ends go
+    // on on the kernel (the server gives the rendezvous up, the client finds none), each
+    // saying so: a few turns, never the storm's majority.
     long main_loop = preloaded() ? turns + 1 : 0;
     long rode = count_lines(dir / "client.err", "rides vipl (shm)");
     long gave_up = count_lines(dir / "server.err", "before the program answered");
@@ -150,8 +150,5 @@ TEST_CASE("faults: a SIGINT storm whose handler connects, during connections tha
     REQUIRE(rode + gave_up == main_loop);
     REQUIRE(count_lines(dir / "client.err", "could not reach the server's rendezvous") == gave_up);
     REQUIRE(count_lines(dir / "client.err", "stays on the kernel") == gave_up);
-    if (forking)
-        REQUIRE(gave_up == 0);
-    else
-        REQUIRE(rode >= main_loop / 2);
+    REQUIRE(rode * 2 >= main_loop);
 }

@@ -1,0 +1,61 @@
+// A server answers before its client comes to the rendezvous (the client wrote its
+// request and then paused): the answer waits briefly for the client's stream, then the
+// server gives the rendezvous up and both ends go on on the kernel.  Each side says so
+// once, the echo is whole, and the server reads the client's close as an end of file (not
+// as a reset).  An accept-then-fork server whose children block, over a unix socket and
+// TCP loopback.
+#include "endpoint.h"
+#include "files.h"
+#include "mode.h"
+#include "process.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <thread>
+
+using namespace dbt;
+
+TEST_CASE("programs: a server that answers before its client comes goes on on the kernel") {
+    bool is_unix = GENERATE(true, false);
+    TempDir dir;
+    Endpoint ep = endpoint(is_unix, dir.path());
+    INFO("over " << ep.name());
+    Spawn ss;
+    ss.argv = script("fork_echo_server.py");
+    for (const std::string &a : ep.args()) ss.argv.push_back(a);
+    ss.argv.push_back("--log");
+    ss.argv.push_back(dir / "served");
+    ss.preload = true;
+    ss.env = {"VIPL_DB_LOG=2"};
+    ss.out_pipe = true;
+    ss.err = dir / "server.err";
+    Proc server(ss);
+    server.require_output("listening", 10000);
+    wait_listening(ep, preloaded(), 10000, server.pid());
+
+    constexpr int kBytes = 3000;
+    Spawn cs;
+    cs.argv = script("late_client.py");
+    for (const std::string &a : ep.args()) cs.argv.push_back(a);
+    cs.preload = true;
+    cs.env = {"VIPL_DB_LOG=2"};
+    cs.out_pipe = true;
+    cs.err = dir / "client.err";
+    Proc client(cs);
+    int st = client.wait(15000);
+    // The child writes its line once the client's close reached it.
+    for (int i = 0; i < 500 && count_lines(dir / "served", "") == 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    INFO("client: " << client.output() << read_file(dir / "client.err"));
+    INFO("server: " << read_file(dir / "server.err") << "served: " << read_file(dir / "served"));
+    REQUIRE(st == 0);
+    REQUIRE(count_lines(dir / "served", "echo " + std::to_string(kBytes)) == 1);
+    REQUIRE(count_lines(dir / "served", "error") == 0);
+    int once = preloaded() ? 1 : 0;
+    REQUIRE(count_lines(dir / "server.err", "before the program answered") == once);
+    REQUIRE(count_lines(dir / "client.err", "could not reach the server's rendezvous") == once);
+    REQUIRE(count_lines(dir / "client.err", "rides vipl") == 0);
+    REQUIRE(count_lines(dir / "server.err", "rides vipl") == 0);
+    server.kill_all();
+}
