@@ -386,8 +386,14 @@ bool Stream::Impl::progress() {
         return false;
     }
     bool any = false;
-    while ((rc = VipSendDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR) {
+    // Only sends in flight can complete: a look at an empty send queue is a system call
+    // on a provider whose progress reads a socket (tcp), made at every look of a wait.
+    uint32_t in_flight =
+        (nsend - t.free_slots.size()) + (kCtlSlots - t.free_ctl.size()) + t.rdma_posted;
+    while (in_flight > 0 &&
+           ((rc = VipSendDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR)) {
         on_send_done(d, rc);
+        --in_flight;
         any = true;
     }
     while ((rc = VipRecvDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR) {
