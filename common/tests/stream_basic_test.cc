@@ -150,3 +150,35 @@ TEST_CASE("stream: a port served by another process is address_in_use") {
     });
     CHECK(ct::wait_child(pid) == 0);
 }
+
+TEST_CASE("stream: a reader that lags holds small writes by their bytes, not a buffer each") {
+    // A socket buffers hundreds of kilobytes of small writes its reader has not read yet;
+    // with a buffer (and the writer's credit) per message, 16 writes of 100 bytes would
+    // stop the writer.  Joined behind the unread message, they give their credits back.
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.hold_back = false; // what the socket interposer uses: every write leaves at once
+    auto p = ct::connect_pair(base, o);
+    p.client.set_nonblocking(true);
+    constexpr size_t kPiece = 100, kTotal = 500 * kPiece;
+    std::vector<std::byte> out(kTotal);
+    ct::fill(out.data(), kTotal, 0, 7);
+    size_t taken = 0;
+    for (int i = 0; i < 5000 && taken < kTotal; ++i) {
+        std::error_code ec;
+        size_t n =
+            p.client.write(std::span(out).subspan(taken, std::min(kPiece, kTotal - taken)), ec);
+        REQUIRE((n > 0 || ec == std::errc::operation_would_block));
+        taken += n;
+        p.server.progress(ec); // takes what arrived and returns credits; reads nothing
+        REQUIRE(!ec);
+    }
+    INFO("bytes taken by the writer: " << taken);
+    REQUIRE(taken == kTotal);
+    auto c = p.server.counters();
+    CHECK(c.bytes_in == kTotal);
+    CHECK(c.joined_in >= c.messages_in - 32);
+    std::vector<std::byte> in(kTotal);
+    REQUIRE(ct::read_exact(p.server, in.data(), in.size()));
+    CHECK(ct::check(in.data(), in.size(), 0, 7) == -1);
+}
