@@ -334,6 +334,7 @@ struct ViLocal {
     uint8_t spin_misses = 0;      // waits in a row whose spinning found nothing (vi_wait)
     uint8_t handoff_misses = 0;   // waits in a row whose hand-offs found nothing
     bool planned_handoff = false; // the last plan handed the CPU instead of spinning
+    bool planned_busy = false;    // the last plan spun for a peer at work on the VI
 };
 constexpr unsigned kSpinMissesMax = 10;
 constexpr unsigned kHandoffMissesMax = 4;

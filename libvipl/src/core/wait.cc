@@ -229,7 +229,8 @@ static bool probe_now() {
 
 // How long to spin before sleeping.  None when the peer waits on this very
 // CPU (it could not run to answer).  Spinning that keeps failing shrinks
-// (the peer answers slower than the budget, or shares the CPU unseen): the
+// (the peer answers slower than the budget, or shares the CPU unseen; not a
+// peer at work on the VI, below): the
 // budget halves per miss, down to nothing after 10.  Then a probe now and
 // then spins four times the budget: long enough to outlast the wake-up of a
 // peer that sleeps too, so that two peers that both stopped spinning find
@@ -256,16 +257,21 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
         if (l.handoff_misses >= kHandoffMissesMax && !probe_now()) plan.peer_cpu_known = false;
         return plan;
     }
-    if (l.spin_misses >= kSpinMissesMax) {
+    // A peer at work on the connection (not asleep on it) answers or gives room soon: a
+    // reader copying out what a writer waits to add to, a server working on a request.
+    // Four times the budget, whatever spinning taught: a sleep and a wake-up across
+    // cores cost more than that on many hosts, and a wait that outlasts it (a request
+    // that took longer) says nothing about the next (ski rental: spinning as long as a
+    // sleep costs never costs more than twice the best).  A peer asleep on it waits
+    // for us.
+    l.planned_busy = vi->prov && ops->peer_busy(vi);
+    if (l.planned_busy) {
+        ns *= kBusyPeerFactor;
+    } else if (l.spin_misses >= kSpinMissesMax) {
         if (!probe_now()) return SpinPlan{};
         ns *= 4;
     } else {
         ns >>= l.spin_misses;
-        // A peer at work on the connection (not asleep on it) answers or gives room
-        // soon: a reader copying out what a writer waits to add to, a server working
-        // on a request.  Four times the budget: a sleep and a wake-up across cores
-        // cost more than that on many hosts.  A peer asleep on it waits for us.
-        if (vi->prov && ops->peer_busy(vi)) ns *= kBusyPeerFactor;
     }
     plan.ns = ns;
     plan.yield_every = plan.peer_cpu_known ? 0 : (ops->wait_caps & kCapSpinByProgress) ? 16 : 64;
@@ -283,7 +289,7 @@ void spin_outcome(Vi *vi, bool won) {
     }
     if (won)
         l.spin_misses = 0;
-    else if (l.spin_misses < kSpinMissesMax)
+    else if (!l.planned_busy && l.spin_misses < kSpinMissesMax)
         ++l.spin_misses;
 }
 
