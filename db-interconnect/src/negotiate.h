@@ -24,9 +24,11 @@ bool accept_step(Sock *s, int fd, Deadline wait) noexcept;
 // accepting -> plain: the rendezvous goes (a client coming later finds none and stays
 // on the kernel too); the connection goes on on the kernel.
 void give_up_rendezvous(Sock *s, int fd) noexcept;
-// How long a server's answer waits for the client's stream before it goes on the kernel
-// (sock_io.cc, settle): a client that read the REPLY comes within a round trip.
-constexpr auto kAnswerWait = std::chrono::milliseconds(20);
+// How long a non-blocking server's answer waits for the client's stream before it goes
+// on the kernel (sock_io.cc, settle): a client that read the REPLY comes within a round
+// trip, or a few scheduling delays on a loaded host; an event loop stalls this long at
+// most for a client that cannot come.
+constexpr auto kAnswerWait = std::chrono::milliseconds(200);
 
 // strip_hello / strip_reply: drops a HELLO / REPLY at the head of the connection, then
 // plain.  True when the state changed.

@@ -73,13 +73,18 @@ SockState settle(Sock *s, int fd, bool writing) {
             // (EAGAIN) meanwhile.  A write that answers bytes the program read, or a
             // blocking one, may not be refused (a kernel socket takes a connection's first
             // answer at once: PostgreSQL sends its SSL and GSS negotiation byte with one
-            // bare send): it waits for the stream briefly, then gives the rendezvous up
-            // and goes on the kernel, where the client follows (its stream finds no
-            // rendezvous).  Briefly, because the client may be unable to come: inside a
-            // signal handler that connects to this very server (PQcancel), whose one
-            // thread (an event loop) must not wait for it.
+            // bare send): it waits for the stream, then gives the rendezvous up and goes
+            // on the kernel, where the client follows (its stream finds no rendezvous).
+            // A non-blocking one briefly, because the client may be unable to come:
+            // inside a signal handler that connects to this very server (PQcancel),
+            // whose one thread (an event loop) must not wait for it long.
+            // A blocking program waits the whole rendezvous: it serves one connection
+            // at a time (a handler of its client connecting to it would wait for it over
+            // kernel sockets too).
             bool answer = writing && (!s->nonblock || s->pre_bytes > 0);
-            Deadline wait = answer ? Clock::now() + kAnswerWait : Deadline{};
+            Deadline wait = !answer       ? Deadline{}
+                            : s->nonblock ? Clock::now() + kAnswerWait
+                                          : s->rendezvous_until;
             if (accept_step(s, fd, std::min(wait, s->rendezvous_until))) continue;
             if (!answer) return st;
             give_up_rendezvous(s, fd);

@@ -109,9 +109,16 @@ TEST_CASE("faults: a SIGINT storm whose handler connects, during connections tha
     // Signals that come while one is pending merge (more of them on a busy machine), but
     // a storm that hits a live process runs its handler many times; and no cancel request
     // waits for another connection's negotiation (seconds): it is a few local round trips,
-    // milliseconds on a quiet machine, hundreds of them on a loaded one.
-    REQUIRE(handlers >= kSignals / 10);
-    REQUIRE(max_us < 2000000);
+    // milliseconds on a quiet machine, hundreds of them on a loaded one.  A turn that the
+    // event loop answered before its client could come held the loop (and the handler
+    // waiting for it) 200 ms at most (negotiate.h, kAnswerWait): a hundred signals merge
+    // meanwhile.
+    // Against an event loop the storm mostly lands in such turns: it goes on, slower.
+    if (forking)
+        REQUIRE(handlers >= kSignals / 10);
+    else
+        REQUIRE(handlers >= 10);
+    REQUIRE(max_us < 1000000);
     REQUIRE(turns >= 1);
 
     Seen seen;
@@ -141,14 +148,14 @@ TEST_CASE("faults: a SIGINT storm whose handler connects, during connections tha
     // handler that interrupted the client before it read the REPLY runs (an event loop:
     // the handler waits for that same loop): the answer waits briefly, then both ends go
     // on on the kernel (the server gives the rendezvous up, the client finds none), each
-    // saying so: a few turns, never the storm's majority.
+    // saying so: against the forking server a few turns, never the storm's majority.
     long main_loop = preloaded() ? turns + 1 : 0;
     long rode = count_lines(dir / "client.err", "rides vipl (shm)");
-    long gave_up = count_lines(dir / "server.err", "before the program answered");
+    long gave_up = count_lines(dir / "server.err", "did not come to the rendezvous");
     INFO("turns on the kernel: " << gave_up);
     REQUIRE(count_lines(dir / "server.err", "rides vipl (shm)") == rode);
     REQUIRE(rode + gave_up == main_loop);
     REQUIRE(count_lines(dir / "client.err", "could not reach the server's rendezvous") == gave_up);
     REQUIRE(count_lines(dir / "client.err", "stays on the kernel") == gave_up);
-    REQUIRE(rode * 2 >= main_loop);
+    if (forking) REQUIRE(rode * 2 >= main_loop);
 }

@@ -99,7 +99,7 @@ TEST_CASE("pg mixed: 1,000 connect/disconnect cycles ride vipl and leak nothing"
     uint64_t deadline = now_ns() + 120'000'000'000ull;
     while (bench.running() && now_ns() < deadline) {
         Footprint f = footprint(bench.pid());
-        if (f.fds > 0) (looks++ == 20 ? early : late) = f;
+        if (f.fds > 0) (looks++ == 5 ? early : late) = f;
         std::vector<StatRow> rows;
         if (vipl::db::test::stat_rows(bench.pid(), &rows))
             for (const StatRow &r : rows) riding += r.carrier == Carrier::shm;
@@ -123,7 +123,9 @@ TEST_CASE("pg mixed: 1,000 connect/disconnect cycles ride vipl and leak nothing"
     // The counters saw the connections ride while they were open.
     CHECK(riding > 0);
     INFO("pgbench early: " << describe(early) << "\nlate: " << describe(late));
-    REQUIRE(looks > 40);
+    // Looks slow down on a loaded host: the early one comes soon, so that most cycles
+    // fall between the two (a leak of one descriptor per cycle would show hundreds).
+    REQUIRE(looks > 15);
     CHECK(late.fds <= early.fds + 10);
     CHECK(late.memfds <= early.memfds + 4);
     CHECK(late.maps <= early.maps + 16);

@@ -11,7 +11,7 @@ import endpoints
 def main() -> int:
     p = argparse.ArgumentParser()
     endpoints.add(p)
-    p.add_argument("--pause", type=float, default=0.3)
+    p.add_argument("--pause", type=float, default=0.5)
     p.add_argument("--bytes", type=int, default=3000)
     args = p.parse_args()
     data = bytes((7 * i + 1) % 251 for i in range(args.bytes))

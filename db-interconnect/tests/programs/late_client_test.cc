@@ -1,9 +1,9 @@
 // A server answers before its client comes to the rendezvous (the client wrote its
-// request and then paused): the answer waits briefly for the client's stream, then the
-// server gives the rendezvous up and both ends go on on the kernel.  Each side says so
-// once, the echo is whole, and the server reads the client's close as an end of file (not
-// as a reset).  An accept-then-fork server whose children block, over a unix socket and
-// TCP loopback.
+// request and then paused longer than the rendezvous lasts, VIPL_DB_NEGOTIATE_MS=100 on
+// the server): the answer waits for the client's stream, then the server gives the
+// rendezvous up and both ends go on on the kernel.  Each side says so once, the echo is
+// whole, and the server reads the client's close as an end of file (not as a reset).  An
+// accept-then-fork server whose children block, over a unix socket and TCP loopback.
 #include "endpoint.h"
 #include "files.h"
 #include "mode.h"
@@ -27,7 +27,7 @@ TEST_CASE("programs: a server that answers before its client comes goes on on th
     ss.argv.push_back("--log");
     ss.argv.push_back(dir / "served");
     ss.preload = true;
-    ss.env = {"VIPL_DB_LOG=2"};
+    ss.env = {"VIPL_DB_LOG=2", "VIPL_DB_NEGOTIATE_MS=100"};
     ss.out_pipe = true;
     ss.err = dir / "server.err";
     Proc server(ss);
@@ -53,7 +53,7 @@ TEST_CASE("programs: a server that answers before its client comes goes on on th
     REQUIRE(count_lines(dir / "served", "echo " + std::to_string(kBytes)) == 1);
     REQUIRE(count_lines(dir / "served", "error") == 0);
     int once = preloaded() ? 1 : 0;
-    REQUIRE(count_lines(dir / "server.err", "before the program answered") == once);
+    REQUIRE(count_lines(dir / "server.err", "did not come to the rendezvous") == once);
     REQUIRE(count_lines(dir / "client.err", "could not reach the server's rendezvous") == once);
     REQUIRE(count_lines(dir / "client.err", "rides vipl") == 0);
     REQUIRE(count_lines(dir / "server.err", "rides vipl") == 0);
