@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns OUT_DIR/results.csv and meta.json into report.md, latency.png, bandwidth.png and
-pg.png (the database section, pg_report.py).
+pg.png (the database section, pg_report.py) and table2.png (Table 2, t2_report.py).
 
 Usage: report.py OUT_DIR
 """
@@ -10,6 +10,7 @@ import os
 import sys
 
 import pg_report
+import t2_report
 
 PAPER_ONE_WAY_US = 42.0
 PAPER_MAX_MBPS = 107.0
@@ -684,6 +685,7 @@ class Report:
         self.namespaces()
         self.interposer()
         pg_report.section(self)
+        t2_report.section(self)
         self.counters()
         self.vi_scale()
         self.paper_sharing()
