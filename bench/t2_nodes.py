@@ -141,6 +141,7 @@ class Cluster:
             wrap = [self.vipl_run]
             if link.netns:
                 env = [f"VIPL_DB_REMOTE={self.remote_rule()}"]
+            env += [f"{k}={v}" for k, v in link.env.items()]
         return self.netns(node, link) + as_postgres(
             ["env"] + env + ["taskset", "-c", str(node.cpu)] + wrap +
             [pg("pg_ctl"), "-D", node.data, "-l", node.log, "-w", "-t", str(PG_CTL_WAIT_S),

@@ -42,9 +42,10 @@ class Link:
     a network namespace of its own, joined by veth; vipl: servers under vipl-run; via: the
     peer's unix socket or its address (TCP)."""
 
-    def __init__(self, name, label, netns, vipl, via, trans):
+    def __init__(self, name, label, netns, vipl, via, trans, env=None):
         self.name, self.label, self.netns, self.vipl = name, label, netns, vipl
         self.via, self.trans = via, trans  # trans: what `vipl-run --stat` must show
+        self.env = env or {}  # the servers' environment (VIPL_DB_* settings)
 
 
 LINKS = [
