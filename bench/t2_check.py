@@ -2,6 +2,7 @@
 """Table 2's harness checked for correctness (ctest `bench: table2 ...`), not speed.
 
 Usage: t2_check.py VIPL_RUN NODES LINK[,LINK...] [P]
+(links: tcp-veth, unix, vipl-shm, vipl-tcp; the namespaced ones join the nodes by a bridge)
 
 N nodes (scale 1) run the TPC-B-like, read-only and two-phase-commit workloads at P %
 remote (default 25) over each link, a few seconds each, keeping pgbench_history, then:
@@ -25,6 +26,7 @@ import tempfile
 import t2_plan as plan
 from pg_instance import PgError
 from t2_measure import measure, write_scripts
+from t2_net import Bridge
 from t2_nodes import Cluster
 
 SCALE = 1
@@ -99,7 +101,15 @@ def main():
     if not os.access(vipl_run, os.X_OK):
         print(f"FAIL: {vipl_run} is not built", flush=True)
         return 1
-    cluster = Cluster(n, vipl_run)
+    unknown = [x for x in links if x not in plan.LINK]
+    if unknown:
+        sys.exit(f"unknown links {unknown} (links: {', '.join(plan.LINK)})")
+    net = Bridge(n) if any(plan.LINK[x].netns for x in links) else None
+    if net and net.error:
+        print(f"FAIL: no network namespaces: {net.error}", flush=True)
+        net.close()
+        return 1
+    cluster = Cluster(n, vipl_run, net)
     work = tempfile.mkdtemp(prefix="vipl-t2-check-")
     ok = True
     try:
@@ -131,6 +141,8 @@ def main():
         ok = fail(str(e))
     finally:
         cluster.close()
+        if net:
+            net.close()
         shutil.rmtree(work, ignore_errors=True)
     print("table2 check: " + ("every check held" if ok else "FAILED"), flush=True)
     return 0 if ok else 1
