@@ -600,6 +600,8 @@ class Runner:
                 print(f"db: perf stat where targets were missed "
                       f"({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.db.diagnose()
+            if self.t2:
+                self.t2.finish()
             if "scale" in PARTS:
                 print(f"VI scale and sharing ({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.scale()

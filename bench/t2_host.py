@@ -126,7 +126,7 @@ class Host:
         print(f"tps {len(done) / span:.1f} local {len(lat[0])} remote {len(lat[1])} "
               f"lat_p50_local {percentile(lat[0], 0.5)} lat_p50_remote "
               f"{percentile(lat[1], 0.5)}")
-        print("inter-node connections served here: " + (rows.replace("\n", ", ") or "none"))
+        print("inter-node connections served here: " + (", ".join(rows.split()) or "none"))
         if self.vipl_run:
             print("outgoing inter-node connections: " + (", ".join(sorted(rode)) or "none"))
         shutil.rmtree(work, ignore_errors=True)

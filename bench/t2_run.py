@@ -5,9 +5,12 @@ setup() builds the nodes (t2_nodes.py).  Each of this part's rounds runs, per wo
 (TPC-B-like, read-only): the 1-node baseline, every remote fraction p on every link (the
 links rotated by round and p, so each p's links run side by side), the baseline again;
 then the two-phase-commit variant on every link, then the PL/Proxy SELECT 1 round trip on
-every link.  Every run restarts the nodes (t2_measure.py).  At the round's end the
-speedups (sum of the nodes' TPS over the round's mean baseline) and the CPU split into
-local and remote transactions (see cpu_split) are added.
+every link.  Every run restarts the nodes (t2_measure.py).  At the round's end the CPU
+split into local and remote transactions (see cpu_split) is added; after the rounds
+(finish) the speedups: each run's summed TPS over the median of every baseline run of the
+part (two a round: more samples than one round's, and a slow moment of one baseline run
+does not swing a whole round), a row per run in its round, so results.csv's median over
+rounds is the median TPS over the baseline's median.
 
 CSV: benchmark t2_<workload>_<metric> (workload tpcb, ro, 2pc, ping), transport = link or
 `one-node`, placement = n<N>, size = p (%).
@@ -42,6 +45,7 @@ class Table2Part:
         self.error = None
         self.started = None
         self.cur = {}
+        self.tps = []  # (round, workload, link, p, TPS) of every run, for finish()
 
     # ------------------------------------------------------------- setup
     def setup(self):
@@ -183,18 +187,30 @@ class Table2Part:
 
     # ------------------------------------------------------- round's end
     def finish_round(self):
+        for (name, link, p), runs in self.cur.items():
+            for run in runs:
+                self.tps.append((self.r.round, name, link, p, run.tps()))
+            if link == plan.BASE:
+                continue
+            w = next(w for w in plan.WORKLOADS + [plan.TWO_PC] if w.name == name)
+            self.cpu_split(f"t2_{name}", w, link, p, runs[0])
+
+    def finish(self):
+        """The speedups, once every round's baselines are in.  2PC's local transactions
+        are TPC-B-like's: the same baseline."""
+        keep = self.r.round
         for w in plan.WORKLOADS + [plan.TWO_PC]:
-            bench = f"t2_{w.name}"
-            # 2PC's local transactions are TPC-B-like's: the same baseline.
-            base_runs = self.cur.get(("tpcb" if w.name == "2pc" else w.name, plan.BASE, 0), [])
-            base = statistics.fmean(r.tps() for r in base_runs) if base_runs else None
-            for (name, link, p), runs in self.cur.items():
-                if name != w.name or link == plan.BASE:
-                    continue
-                run = runs[0]
-                if base:
-                    self.add(f"{bench}_speedup", link, p, run.tps() / base, "x", 1)
-                self.cpu_split(bench, w, link, p, run)
+            base_name = "tpcb" if w.name == "2pc" else w.name
+            base = [t for _, name, link, _, t in self.tps
+                    if name == base_name and link == plan.BASE]
+            if not base:
+                continue
+            base = statistics.median(base)
+            for rnd, name, link, p, t in self.tps:
+                if name == w.name and link != plan.BASE:
+                    self.r.round = rnd
+                    self.add(f"t2_{w.name}_speedup", link, p, t / base, "x", 1)
+        self.r.round = keep
 
     def cpu_split(self, bench, w, link, p, run):
         """Server CPU per local and per remote transaction.  A local transaction costs the
