@@ -18,7 +18,7 @@ import time
 
 import t2_plan as plan
 from pg_instance import PgError, pg
-from pg_proc import cpu_ns, sleep_until, vipl_stat
+from pg_proc import Perf, ProbeError, cpu_ns, sleep_until, vipl_stat
 
 
 class Run:
@@ -30,6 +30,7 @@ class Run:
         self.rode = 0  # vipl links: outgoing connections on the link's transport
         self.kernel = 0  # vipl links: outgoing connections that stayed on the kernel
         self.addrs = set()
+        self.perf = None  # {event: count} over the window, when perf counted
 
     def count(self, script=None):
         return sum(1 for txs in self.done.values() for _, _, s in txs
@@ -67,12 +68,15 @@ def pgbench_cmd(cluster, node, scripts, clients, seconds, prefix):
 
 
 def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
-            expect_remote, keep_history=False):
+            expect_remote, keep_history=False, perf=None):
     """link None: the 1-node baseline.  active: how many nodes run; drivers: the nodes
-    whose pgbench runs."""
+    whose pgbench runs.  perf: the perf tool, to count the servers' system calls and
+    context switches over the window (run.perf: {event: count}, the window then being
+    perf's own, from its enable to its disable)."""
     cluster.restart(link, active, keep_history)
     nodes = cluster.nodes[:active]
     run = Run()
+    counter = None
     procs = {}
     outs = {}
     tag = f"{time.monotonic_ns()}"
@@ -97,11 +101,21 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
         end = t_launch + seconds - plan.END_S
         if end - (t_go + plan.WARM_S) < 0.3:
             raise PgError(f"connecting took {t_go - t_launch:.2f} s: no window left")
+        if perf:  # attached before the window: its start-up is not counted
+            sleep_until(t_go + plan.WARM_S / 2)
+            counter = Perf(perf, [p for n in nodes for p in n.processes()], logdir, tag)
         sleep_until(t_go + plan.WARM_S)
-        run.t1 = time.time()
+        run.t1 = counter.command("enable") if perf else time.time()
         cpu1 = {p: cpu_ns(p) for n in nodes for p in n.processes()}
         sleep_until(end)
-        run.t2 = time.time()
+        run.t2 = counter.command("disable") if perf else time.time()
+        if perf:
+            counts = counter.finish()
+            counter = None
+            run.perf = {}
+            for per_pid in counts.values():
+                for event, k in per_pid.items():
+                    run.perf[event] = run.perf.get(event, 0) + k
         pids = [p for n in nodes for p in n.processes()]
         cpu2 = {p: cpu_ns(p) for p in pids}
         run.cpu_ns = sum(v - (cpu1.get(p) or 0) for p, v in cpu2.items() if v is not None)
@@ -119,14 +133,19 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
                 raise PgError(f"node {i}: pgbench's log does not cover the window")
             run.done[i] = [x for x in done if run.t1 < x[0] <= run.t2]
     finally:
+        if counter:
+            try:
+                counter.finish()
+            except ProbeError:
+                pass
         for i, (p, prefix) in procs.items():
             if p.poll() is None:
                 kill_group(p)
                 p.wait()
             outs[i].close()
-            for name in os.listdir(logdir):
-                if name.startswith(os.path.basename(prefix) + "."):
-                    os.unlink(os.path.join(logdir, name))
+        for name in os.listdir(logdir):
+            if name.startswith((f"t2-{tag}-", f"perf-{tag}.")):
+                os.unlink(os.path.join(logdir, name))
     if expect_remote and run.conns == 0:
         raise PgError("no inter-node connection was open at the window's end")
     return run

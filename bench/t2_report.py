@@ -121,6 +121,7 @@ def section(rep):
     rep.table(["target", "measured", "wanted", "met", "rounds"], targets(rep))
     plot(rep, pl)
     latency_cpu(rep, pl)
+    where_time_goes(rep, pl)
     ping(rep, pl)
     two_pc(rep, pl)
     rep.emit("Caveats:", "",
@@ -165,6 +166,34 @@ def latency_cpu(rep, pl):
              "transport). Medians over rounds.", "")
     rep.table(["workload", "p %", "link", "TPS", "local p50", "local p99", "remote p50",
                "remote p99", "CPU/tx", "CPU local", "CPU remote", "connections"], rows)
+
+
+def where_time_goes(rep, pl):
+    """perf stat of one extra run per missed target (t2_run.diagnose)."""
+    g = rep.get
+    rows = []
+    for w in WORKLOADS:
+        bench = f"t2_{w.name}"
+        for p in ps(rep, f"{bench}_perf_sys"):
+            for link in LINKS:
+                sys_ = g(f"{bench}_perf_sys", link.name, pl, p)
+                if sys_ is None:
+                    continue
+                rows.append([w.label, f"{p}", link.name,
+                             fmt(g(f"{bench}_perf_tps", link.name, pl, p)),
+                             fmt(g(f"{bench}_perf_cpu", link.name, pl, p), 1),
+                             fmt(g(f"{bench}_cpu_remote", link.name, pl, p), 1),
+                             fmt(sys_), fmt(g(f"{bench}_perf_cs", link.name, pl, p))])
+    if not rows:
+        return
+    rep.emit("### Where the time goes (targets missed)", "",
+             "One more run of each missed target's workload and p after the rounds, its link "
+             "beside the one it is compared with, under `perf stat` (every server process of "
+             "both nodes: `raw_syscalls:sys_enter`, `context-switches`, per transaction; "
+             "perf slows system calls, so these runs are not in the tables above); CPU "
+             "remote is the rounds' median.", "")
+    rep.table(["workload", "p %", "link", "TPS (perf run)", "CPU/tx (us)",
+               "CPU remote (us)", "system calls/tx", "context switches/tx"], rows)
 
 
 def ping(rep, pl):

@@ -16,6 +16,7 @@ CSV: benchmark t2_<workload>_<metric> (workload tpcb, ro, 2pc, ping), transport 
 `one-node`, placement = n<N>, size = p (%).
 """
 import os
+import shutil
 import statistics
 import time
 
@@ -211,6 +212,52 @@ class Table2Part:
                     self.r.round = rnd
                     self.add(f"t2_{w.name}_speedup", link, p, t / base, "x", 1)
         self.r.round = keep
+        self.diagnose()
+
+    def diagnose(self):
+        """perf stat (system calls, context switches of every server process) of one more
+        run of each missed target at p > 0, its link beside the one it is compared with
+        (unix when none), after the rounds (perf slows system calls: not in the tables)."""
+        perf = shutil.which("perf")
+        if self.error or not perf:
+            return
+        med = {}
+        for row in self.r.rows:
+            if row["benchmark"].endswith("_speedup") and row["placement"] == self.placement():
+                key = (row["benchmark"], row["transport"], row["size"])
+                med.setdefault(key, []).append(row["value"])
+        med = {k: statistics.median(v) for k, v in med.items()}
+        runs = []
+        for t in plan.TARGETS:
+            a = med.get((f"t2_{t.workload}_speedup", t.link, t.p))
+            b = med.get((f"t2_{t.workload}_speedup", t.base, t.p)) if t.base else None
+            if t.p == 0 or (a is not None and (not t.base or b is not None) and t.met(a, b)):
+                continue
+            for link in (t.link, t.base or "unix"):
+                if (t.workload, t.p, link) not in runs:
+                    runs.append((t.workload, t.p, link))
+        self.r.round = 0
+        for name, p, link in runs:
+            print(f"  table2: perf stat, {name} p={p} {link}", flush=True)
+            w = next(w for w in plan.WORKLOADS if w.name == name)
+            scripts = [(self.scripts[f"{name}-local"], 100 - p),
+                       (self.scripts[f"{name}-remote"], p)]
+            try:
+                run = measure(self.cluster, plan.LINK[link], self.n, list(range(self.n)),
+                              scripts, plan.CLIENTS, plan.PGBENCH_S, self.logs, True,
+                              perf=perf)
+            except RUN_ERRORS as e:
+                self.r.fail(f"t2_{name}_perf", link, self.placement(), f"p={p}: {e}")
+                continue
+            n = run.count()
+            if not n or not run.perf:
+                continue
+            self.add(f"t2_{w.name}_perf_sys", link, p,
+                     run.perf.get("raw_syscalls:sys_enter", 0) / n, "1/tx", n)
+            self.add(f"t2_{w.name}_perf_cs", link, p, run.perf.get("context-switches", 0) / n,
+                     "1/tx", n)
+            self.add(f"t2_{w.name}_perf_cpu", link, p, run.cpu_ns / 1000 / n, "us/tx", n)
+            self.add(f"t2_{w.name}_perf_tps", link, p, run.tps(), "tx/s", n)
 
     def cpu_split(self, bench, w, link, p, run):
         """Server CPU per local and per remote transaction.  A local transaction costs the
