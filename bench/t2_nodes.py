@@ -71,7 +71,9 @@ class Cluster:
         self.n, self.vipl_run, self.net = n, vipl_run, net
         self.root = None
         self.nodes = []
-        base = 62000 + os.getpid() % 2000
+        # Above the db part's ports (61000-64999), the kernel's ephemeral range and the
+        # tcp provider's rendezvous ports.
+        base = 65000 + os.getpid() % 400
         self.ports = ports or [base + i for i in range(n)]
         self.hosts = env_hosts(n)
 
