@@ -165,7 +165,7 @@ def evidence(cluster, run, link, nodes, pids):
     if link.via == "unix" and run.addrs - {"local"}:
         raise PgError(f"{link.name}: inter-node connections from {sorted(run.addrs)}, "
                       "not the unix socket")
-    if link.via == "tcp" and not cluster.hosts:
+    if link.via == "tcp":
         bad = run.addrs - set(cluster.net.addrs[:cluster.n])
         if bad:
             raise PgError(f"{link.name}: inter-node connections from {sorted(bad)}, not "

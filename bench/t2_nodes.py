@@ -2,10 +2,10 @@
 i mod ncpu, each (re)started for an inter-node link: in its own network namespace or
 not, under vipl-run or not, listening on its address or only on its unix socket.
 
-Addresses come from the environment when given (VIPL_T2_HOSTS: "host:port,host:port,..."
-names every node as its peers reach it; see bench/README.md for N hosts); otherwise
-from the namespaces made here.  The servers run as `postgres` in
-/tmp/vipl-bench-t2-<pid>-*/nodeI, unix socket in that folder.
+Every node runs on this host; its peers reach it by its unix socket or by its address
+in the namespaces (t2_net.Bridge, or run.py's NetPair for two nodes).  On N real hosts
+t2_host.py runs one node per host instead, addresses from VIPL_T2_HOSTS (env_hosts).
+The servers run as `postgres` in /tmp/vipl-bench-t2-<pid>-*/nodeI, unix socket there.
 """
 import os
 import pwd
@@ -75,7 +75,6 @@ class Cluster:
         # tcp provider's rendezvous ports.
         base = 65000 + os.getpid() % 400
         self.ports = ports or [base + i for i in range(n)]
-        self.hosts = env_hosts(n)
 
     # ------------------------------------------------------------- setup
     def setup(self, scale=plan.SCALE):
@@ -113,29 +112,23 @@ class Cluster:
     # ------------------------------------------------------------- where
     def address(self, node, link):
         """(host, port) by which the peers of node reach it over link."""
-        if self.hosts:
-            return self.hosts[node.idx]
         if link.via == "unix":
             return node.dir, node.port
         return self.net.addrs[node.idx], node.port
 
     def netns(self, node, link):
-        if not link or not link.netns or self.hosts:
+        if not link or not link.netns:
             return []
         return ["ip", "netns", "exec", self.net.names[node.idx]]
 
     def remote_rule(self):
         """VIPL_DB_REMOTE for the tcp provider: every node's address (servers and clients
         alike name all of them)."""
-        if self.hosts:
-            return ",".join(f"tcp:{h}:{p}" for h, p in self.hosts)
         return ",".join(f"tcp:{a}:*" for a in self.net.addrs[:self.n])
 
     # --------------------------------------------------------- lifecycle
     def _start_cmd(self, node, link):
         listen = "" if not link or link.via == "unix" else self.address(node, link)[0]
-        if self.hosts and link and link.via != "unix":
-            listen = "*"
         opts = f"-p {node.port} -k {node.dir} -c listen_addresses='{listen}'"
         env = []
         wrap = []
