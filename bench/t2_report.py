@@ -202,8 +202,8 @@ def ping(rep, pl):
              fmt(g("t2_ping_p99", link.name, pl, 0), 0),
              fmt(g("t2_ping_mean", link.name, pl, 0), 1)] for link in LINKS]
     rep.emit("### PL/Proxy round trip", "",
-             f"One client on node 0 calls `t2_ping(1)` (PL/Proxy: `SELECT 1` on node 1) in a "
-             f"loop for {rep.meta.get('notes', {}).get('table2', {}).get('ping_s', '?')} s, "
+             f"One client on node 0 calls `t2_ping(peer)` (PL/Proxy: `SELECT 1` on a random "
+             f"other node) in a loop for {rep.meta.get('notes', {}).get('table2', {}).get('ping_s', '?')} s, "
              "the other node idle: latency per call (us) from pgbench's log, the local "
              "parse/plan of the call included.", "")
     rep.table(["link", "p50 (us)", "p99 (us)", "mean (us)"], rows)

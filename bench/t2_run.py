@@ -41,8 +41,7 @@ class Table2Part:
                               for i in range(k)}) if k > 1 else [1]
         self.done_rounds = 0
         self.cluster = None
-        self.net = None
-        self.own_net = None
+        self.own_net = None  # a bridge of our own when run.py's NetPair does not fit
         self.error = None
         self.started = None
         self.cur = {}
@@ -173,7 +172,7 @@ class Table2Part:
                          len(lat))
 
     def ping(self, link):
-        """One client on node 0 calls t2_ping (PL/Proxy: SELECT 1 on node 1) in a loop."""
+        """One client on node 0 calls t2_ping (PL/Proxy: SELECT 1 on a peer) in a loop."""
         try:
             run = measure(self.cluster, link, self.n, [0], [(self.scripts["ping"], 1)], 1,
                           plan.PING_S, self.logs, True)
