@@ -177,8 +177,8 @@ def evidence(cluster, run, link, nodes, pids):
     run.kernel = len(rows) - run.rode
     if run.kernel:
         raise PgError(f"{link.name}: {run.kernel} of {len(rows)} inter-node connections "
-                      f"fell back to {', '.join(sorted({r['trans'] for r in rows}))}, not "
-                      f"{link.trans}")
+                      f"did not ride {link.trans} (" + ", ".join(
+                          sorted(r["trans"] for r in rows if r["trans"] != link.trans)) + ")")
     if run.conns and run.rode < run.conns:
         raise PgError(f"{link.name}: {run.conns} inter-node connections open, {run.rode} "
                       f"seen riding {link.trans}")

@@ -134,7 +134,9 @@ def section(rep):
              "of a p>0 run's CPU over its remote transactions (so it holds both nodes' work "
              "for one remote call).",
              "- One host: both nodes share its memory bus and caches, and the host's other "
-             "work; a real fabric also adds wire time that veth does not.",
+             "work; a real fabric also adds wire time that veth does not. The 1-node "
+             "baseline leaves the other CPU to the host's other work, the N-node runs do "
+             "not: under load (see the load average in the header) every speedup drops.",
              f"- Setup (initdb, pgbench -i, copies) took {meta.get('setup_s', '?')} s.", "")
 
 
