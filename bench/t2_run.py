@@ -241,12 +241,19 @@ class Table2Part:
             w = next(w for w in plan.WORKLOADS if w.name == name)
             scripts = [(self.scripts[f"{name}-local"], 100 - p),
                        (self.scripts[f"{name}-remote"], p)]
-            try:
-                run = measure(self.cluster, plan.LINK[link], self.n, list(range(self.n)),
-                              scripts, plan.CLIENTS, plan.PGBENCH_S, self.logs, True,
-                              perf=perf)
-            except RUN_ERRORS as e:
-                self.r.fail(f"t2_{name}_perf", link, self.placement(), f"p={p}: {e}")
+            run = None
+            for attempt in (1, 2):  # perf's attaching can stall a connection's rendezvous
+                try:
+                    run = measure(self.cluster, plan.LINK[link], self.n, list(range(self.n)),
+                                  scripts, plan.CLIENTS, plan.PGBENCH_S, self.logs, True,
+                                  perf=perf)
+                    break
+                except RUN_ERRORS as e:
+                    print(f"  ! table2: perf stat, {name} p={p} {link}, attempt {attempt}: "
+                          f"{e}", flush=True)
+                    if attempt == 2:
+                        self.r.fail(f"t2_{name}_perf", link, self.placement(), f"p={p}: {e}")
+            if run is None:
                 continue
             n = run.count()
             if not n or not run.perf:
