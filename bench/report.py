@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns OUT_DIR/results.csv and meta.json into report.md, latency.png, bandwidth.png and
-pg.png (the database section, pg_report.py).
+pg.png (the database section, pg_report.py) and table2.png (Table 2, t2_report.py).
 
 Usage: report.py OUT_DIR
 """
@@ -10,6 +10,7 @@ import os
 import sys
 
 import pg_report
+import t2_report
 
 PAPER_ONE_WAY_US = 42.0
 PAPER_MAX_MBPS = 107.0
@@ -231,6 +232,7 @@ class Report:
                                       for per in self.raw.values()) if r is not None]
             rows.append([name, text, wanted, verdict(None if v is None else test(v)),
                          f"{sum(hits)}/{len(hits)}"])
+        rows += t2_report.targets(self)  # Table 2: differences of speedups (t2_plan.py)
         self.emit("## Targets (reported, never enforced)", "",
                   "`met` judges the medians; `rounds` counts the rounds that met it on their own.",
                   "")
@@ -684,6 +686,7 @@ class Report:
         self.namespaces()
         self.interposer()
         pg_report.section(self)
+        t2_report.section(self)
         self.counters()
         self.vi_scale()
         self.paper_sharing()

@@ -9,7 +9,8 @@ landing on one; results.csv holds the median over rounds.  After the rounds,
 the VI-scale fleets and the paper's sharing example run once.  Every child runs
 in its own session under a timeout and is killed with its process group if
 it hangs.  VIPL_BENCH_PARTS (comma-separated, default all) picks the parts:
-latency, bandwidth, table5, namespaces, orb, interposer, db (per round), scale (once).
+latency, bandwidth, table5, namespaces, orb, interposer, db, table2 (per round; table2 in
+VIPL_T2_ROUNDS of them, spread), scale (once).
 VIPL_BENCH_QUICK=1 is a first look: one round unless VIPL_BENCH_ROUNDS says otherwise.
 """
 import csv
@@ -27,6 +28,7 @@ import time
 
 import pg_plan
 from pg_run import PgPart
+from t2_run import Table2Part
 
 LAT_SIZES = [0, 1, 8, 64, 256, 512, 1024, 4096]
 BW_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 8 << 20]
@@ -59,7 +61,9 @@ ORB_ITERS = 10000
 DB_LAT_SIZES = [8, 512, 4096, 65536]
 DB_VARIANTS = ["unix-path", "tcp"]
 # The database section (PostgreSQL 15 over sockets and the interconnect): pg_plan.py.
-ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interposer", "db"]
+# Table 2 (OLTP scaling of PostgreSQL nodes joined by PL/Proxy): t2_plan.py.
+ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interposer", "db",
+               "table2"]
 ALL_PARTS = ROUND_PARTS + ["scale"]
 PARTS = [p for p in os.environ.get("VIPL_BENCH_PARTS", ",".join(ALL_PARTS)).split(",") if p]
 
@@ -145,6 +149,7 @@ class Runner:
         self.load_before = None
         self.net = None
         self.db = None  # PgPart, made at the first round that runs the part
+        self.t2 = None  # Table2Part, the same
 
     # ------------------------------------------------------------ helpers
     def binary(self, name):
@@ -477,7 +482,7 @@ class Runner:
         parts = {"latency": self.latency_round, "bandwidth": self.bandwidth_round,
                  "table5": self.table5_round, "namespaces": self.across_namespaces,
                  "orb": self.orb_round, "interposer": self.interposer_round,
-                 "db": self.db_round}
+                 "db": self.db_round, "table2": self.table2_round}
         for part in ROUND_PARTS:
             if part in PARTS:
                 parts[part]()
@@ -531,6 +536,14 @@ class Runner:
             self.db.setup()
         self.db.round()
 
+    def table2_round(self):
+        """Table 2 (t2_run.py): its nodes are made at the first round."""
+        if self.t2 is None:
+            print("  table2: making the PostgreSQL nodes", flush=True)
+            self.t2 = Table2Part(self, ROUNDS)
+            self.t2.setup()
+        self.t2.round()
+
     def table5_round(self):
         self.postcost("vipl-spin", "0", "spin")
         self.postcost("vipl-busy", "0", "busy")
@@ -575,7 +588,8 @@ class Runner:
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         self.load_before = load_average()
         start = time.monotonic()
-        wants_net = os.geteuid() == 0 and ("namespaces" in PARTS or "db" in PARTS)
+        wants_net = os.geteuid() == 0 and ("namespaces" in PARTS or "db" in PARTS
+                                              or "table2" in PARTS)
         self.net = NetPair().__enter__() if wants_net else None
         try:
             for r in range(1, ROUNDS + 1):
@@ -586,12 +600,16 @@ class Runner:
                 print(f"db: perf stat where targets were missed "
                       f"({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.db.diagnose()
+            if self.t2:
+                self.t2.finish()
             if "scale" in PARTS:
                 print(f"VI scale and sharing ({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.scale()
         finally:
             if self.db:
                 self.db.close()
+            if self.t2:
+                self.t2.close()
             shutil.rmtree(self.tmp, ignore_errors=True)
             if self.net:
                 self.net.__exit__(None, None, None)

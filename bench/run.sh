@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark against an already built tree and writes the report.
 #   bench/run.sh BUILD_DIR OUT_DIR
-# OUT_DIR gets raw.csv, results.csv, meta.json, report.md, latency.png, bandwidth.png, pg.png.
+# OUT_DIR gets raw.csv, results.csv, meta.json, report.md, latency.png, bandwidth.png, pg.png,
+# table2.png.
 # VIPL_BENCH_ROUNDS (default 7; 1 with VIPL_BENCH_QUICK=1) sets how many interleaved rounds
 # are taken.
 # VIPL_BENCH_PARTS (default all) runs only some parts: see run.py.

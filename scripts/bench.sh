@@ -2,11 +2,15 @@
 # The main job: installs what is missing, builds optimised, runs every
 # benchmark and writes the report (CSV, Markdown, plots) under out/bench/.
 #   scripts/bench.sh [--quick]   --quick: a first look (VIPL_BENCH_QUICK=1: one round)
+#   scripts/bench.sh --full      --full: Table 2 at every remote fraction, 5 rounds
+#                                (VIPL_BENCH_FULL=1; ~20 more minutes)
 set -euo pipefail
 if [ "${1:-}" = "--quick" ]; then
     export VIPL_BENCH_QUICK=1
+elif [ "${1:-}" = "--full" ]; then
+    export VIPL_BENCH_FULL=1
 elif [ $# -ne 0 ]; then
-    echo "usage: $0 [--quick]" >&2
+    echo "usage: $0 [--quick | --full]" >&2
     exit 2
 fi
 cd "$(dirname "$0")/.."
