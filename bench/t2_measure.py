@@ -180,8 +180,11 @@ def evidence(cluster, run, link, nodes, pids):
                       f"did not ride {link.trans} (" + ", ".join(
                           sorted(r["trans"] for r in rows if r["trans"] != link.trans)) + ")")
     if run.conns and run.rode < run.conns:
+        # Every table of the host, for the one who has to find out which were missed.
+        dump = subprocess.run([cluster.vipl_run, "--stat"], capture_output=True, text=True,
+                              timeout=10).stdout
         raise PgError(f"{link.name}: {run.conns} inter-node connections open, {run.rode} "
-                      f"seen riding {link.trans}")
+                      f"seen riding {link.trans}; processes looked at: {pids}\n{dump}")
 
 
 def read_log(path):
