@@ -335,10 +335,12 @@ struct ViLocal {
     uint8_t handoff_misses = 0;   // waits in a row whose hand-offs found nothing
     bool planned_handoff = false; // the last plan handed the CPU instead of spinning
     bool planned_busy = false;    // the last plan spun for a peer at work on the VI
+    uint8_t busy_misses = 0;      // waits in a row for a peer at work whose spinning missed
 };
 constexpr unsigned kSpinMissesMax = 10;
 constexpr unsigned kHandoffMissesMax = 4;
 constexpr unsigned kBusyPeerFactor = 4; // budget of a spin whose peer is at work
+constexpr unsigned kBusyMissesMax = 8;  // then a peer at work is spun for as any other
 
 using NicTable = HandleTable<Nic, HandleTag::nic>;
 using PtagTable = HandleTable<Ptag, HandleTag::ptag>;

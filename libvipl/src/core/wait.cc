@@ -259,13 +259,14 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     }
     // A peer at work on the connection (not asleep on it) answers or gives room soon: a
     // reader copying out what a writer waits to add to, a server working on a request.
-    // Four times the budget, whatever spinning taught: a sleep and a wake-up across
-    // cores cost more than that on many hosts, and a wait that outlasts it (a request
-    // that took longer) says nothing about the next (ski rental: spinning as long as a
-    // sleep costs never costs more than twice the best).  A peer asleep on it waits
-    // for us.
+    // Four times the budget, whatever single misses taught: a sleep and a wake-up across
+    // cores cost more than that on many hosts, and a request that took longer once says
+    // little about the next (ski rental: spinning as long as a sleep costs never costs
+    // more than twice the best).  Unless its spins keep missing: a peer at work on
+    // something else (a server's client between two requests) is spun for as any other.
+    // A peer asleep on the connection waits for us.
     l.planned_busy = vi->prov && ops->peer_busy(vi);
-    if (l.planned_busy) {
+    if (l.planned_busy && l.busy_misses < kBusyMissesMax) {
         ns *= kBusyPeerFactor;
     } else if (l.spin_misses >= kSpinMissesMax) {
         if (!probe_now()) return SpinPlan{};
@@ -287,10 +288,13 @@ void spin_outcome(Vi *vi, bool won) {
             ++l.handoff_misses;
         return;
     }
-    if (won)
+    if (won) {
         l.spin_misses = 0;
-    else if (!l.planned_busy && l.spin_misses < kSpinMissesMax)
-        ++l.spin_misses;
+        l.busy_misses = 0;
+        return;
+    }
+    if (l.planned_busy && l.busy_misses < kBusyMissesMax) ++l.busy_misses;
+    if (l.spin_misses < kSpinMissesMax) ++l.spin_misses;
 }
 
 // Counts a sleeper in (+1) or out (-1); returns the count before.  Only

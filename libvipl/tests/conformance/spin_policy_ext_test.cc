@@ -38,19 +38,20 @@ TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten, and a w
     CHECK(b.YieldEvery > 0);
     CHECK(b.YieldEvery <= 64);
 
-    // A peer at work keeps the budget whatever the misses (its requests may just take
-    // longer now and then); for any other, each miss halves it.
+    // A peer at work keeps the budget through seven misses in a row (its requests may
+    // just take longer now and then), then is spun for as any other: each miss halves it.
     const bool busy = full == 4 * base;
     for (unsigned miss = 1; miss < 10; ++miss) {
         outcome(p.a, false);
         INFO("misses " << miss);
-        CHECK(budget(p.a, base).Nanoseconds == (busy ? full : full >> miss));
+        CHECK(budget(p.a, base).Nanoseconds == (!busy      ? full >> miss
+                                                : miss < 8 ? full
+                                                           : base >> miss));
     }
     outcome(p.a, true);
     CHECK(budget(p.a, base).Nanoseconds == full);
 
-    // Ten misses: mostly no spin, sometimes (one in 32 at random) a probe of four times;
-    // a peer at work, the full budget every time.
+    // Ten misses: mostly no spin, sometimes (one in 32 at random) a probe of four times.
     for (int i = 0; i < 10; ++i) outcome(p.a, false);
     int zero = 0, probe = 0, other = 0;
     for (int i = 0; i < 4000; ++i) {
@@ -59,12 +60,8 @@ TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten, and a w
     }
     INFO("no spin " << zero << ", probes " << probe << ", other " << other);
     CHECK(other == 0);
-    if (busy) {
-        CHECK(probe == 4000);
-    } else {
-        CHECK(probe >= 40);
-        CHECK(probe <= 300);
-    }
+    CHECK(probe >= 40);
+    CHECK(probe <= 300);
     // A miss more changes nothing; a win restores the budget.
     outcome(p.a, false);
     outcome(p.a, true);
