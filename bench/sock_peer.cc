@@ -64,7 +64,8 @@ public:
             snprintf(a.sun_path, sizeof a.sun_path, "/tmp/bench-sock-%d.sock",
                      static_cast<int>(getpid()));
             unlink(a.sun_path);
-            if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
+            if (listen_fd_ < 0 ||
+                bind(listen_fd_, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
                 listen(listen_fd_, 1) != 0)
                 fail("unix listen: %s", strerror(errno));
             std::memcpy(&unix_addr_, &a, sizeof a);
