@@ -16,6 +16,29 @@ class PgError(Exception):
     pass
 
 
+def log_tail(path):
+    """The end of a server log, on one line, for an error message."""
+    try:
+        with open(path) as fh:
+            return fh.read().strip().replace("\n", " | ")[-300:]
+    except OSError:
+        return "(no server log)"
+
+
+def postmaster_pid(data, who, log):
+    """The running postmaster of data directory `data` (PgError naming `who` if none)."""
+    try:
+        with open(os.path.join(data, "postmaster.pid")) as fh:
+            return int(fh.readline())
+    except (OSError, ValueError):
+        raise PgError(f"{who}: no postmaster.pid: {log_tail(log)}")
+
+
+def server_processes(pm):
+    """The postmaster and every process it forked."""
+    return [pm] + children(pm)
+
+
 def pg(tool):
     return os.path.join(plan.PG_BIN, tool)
 
@@ -101,23 +124,14 @@ class Instance:
             pass
 
     def log_tail(self):
-        try:
-            with open(self.log) as fh:
-                return fh.read().strip().replace("\n", " | ")[-300:]
-        except OSError:
-            return "(no server log)"
+        return log_tail(self.log)
 
     # --------------------------------------------------------- processes
     def postmaster(self):
-        try:
-            with open(os.path.join(self.data, "postmaster.pid")) as fh:
-                return int(fh.readline())
-        except (OSError, ValueError):
-            raise PgError(f"{self.link.name}: no postmaster.pid: {self.log_tail()}")
+        return postmaster_pid(self.data, self.link.name, self.log)
 
     def processes(self):
-        pm = self.postmaster()
-        return [pm] + children(pm)
+        return server_processes(self.postmaster())
 
     def backends(self):
         """The client backends of the benchmark's database."""

@@ -16,8 +16,8 @@ import time
 
 import t2_plan as plan
 import t2_schema as schema
-from pg_instance import PgError, as_postgres, pg, sh
-from pg_proc import children
+from pg_instance import (PgError, as_postgres, log_tail, pg, postmaster_pid, server_processes,
+                         sh)
 
 PG_CTL_WAIT_S = 60
 
@@ -46,22 +46,13 @@ class Node:
         return args
 
     def postmaster(self):
-        try:
-            with open(os.path.join(self.data, "postmaster.pid")) as fh:
-                return int(fh.readline())
-        except (OSError, ValueError):
-            raise PgError(f"node {self.idx}: no postmaster.pid: {self.log_tail()}")
+        return postmaster_pid(self.data, f"node {self.idx}", self.log)
 
     def processes(self):
-        pm = self.postmaster()
-        return [pm] + children(pm)
+        return server_processes(self.postmaster())
 
     def log_tail(self):
-        try:
-            with open(self.log) as fh:
-                return fh.read().strip().replace("\n", " | ")[-300:]
-        except OSError:
-            return "(no server log)"
+        return log_tail(self.log)
 
 
 class Cluster:
