@@ -90,6 +90,15 @@ void go_plain(Sock *s, int fd, const char *why) {
     set_state(s, SockState::plain);
 }
 
+} // namespace
+
+void give_up_rendezvous(Sock *s, int fd, const char *why) noexcept {
+    go_plain(s, fd, why);
+    s->rendezvous = vipl::Listener();
+}
+
+namespace {
+
 // Holds the calling thread's asynchronous signals while it lives (faults stay open).
 class HoldSignals {
 public:
@@ -318,8 +327,7 @@ bool server_look(Sock *s, int fd, bool writing) noexcept {
 
 bool accept_step(Sock *s, int fd, Deadline wait) noexcept {
     if (Clock::now() >= s->rendezvous_until) {
-        go_plain(s, fd, "the client did not come to the rendezvous");
-        s->rendezvous = vipl::Listener();
+        give_up_rendezvous(s, fd, "the client did not come to the rendezvous");
         return true;
     }
     if (wait > s->rendezvous_until) wait = s->rendezvous_until;
@@ -329,13 +337,11 @@ bool accept_step(Sock *s, int fd, Deadline wait) noexcept {
         if (ec == std::errc::interrupted && Clock::now() < wait) continue;
         if (ec == std::errc::timed_out || ec == std::errc::interrupted) {
             if (Clock::now() < s->rendezvous_until) return false;
-            go_plain(s, fd, "the client did not come to the rendezvous");
-            s->rendezvous = vipl::Listener();
+            give_up_rendezvous(s, fd, "the client did not come to the rendezvous");
             return true;
         }
         if (ec) {
-            go_plain(s, fd, "the rendezvous failed");
-            s->rendezvous = vipl::Listener();
+            give_up_rendezvous(s, fd, "the rendezvous failed");
             return true;
         }
         // The client writes its prologue right after connecting.
@@ -366,11 +372,6 @@ bool accept_step(Sock *s, int fd, Deadline wait) noexcept {
         VIPL_DB_WARN("fd %d: a stream to the rendezvous did not prove the hello's secret", fd);
         st.abort();
     }
-}
-
-void give_up_rendezvous(Sock *s, int fd) noexcept {
-    go_plain(s, fd, "the client did not come to the rendezvous before the program answered");
-    s->rendezvous = vipl::Listener();
 }
 
 bool strip_look(Sock *s, int fd) noexcept {

@@ -22,8 +22,9 @@ bool server_look(Sock *s, int fd, bool writing) noexcept;
 // state changed.
 bool accept_step(Sock *s, int fd, Deadline wait) noexcept;
 // accepting -> plain: the rendezvous goes (a client coming later finds none and stays
-// on the kernel too); the connection goes on on the kernel.
-void give_up_rendezvous(Sock *s, int fd) noexcept;
+// on the kernel too); the connection goes on on the kernel.  `why` is logged (nullptr:
+// nothing).
+void give_up_rendezvous(Sock *s, int fd, const char *why) noexcept;
 // How long a non-blocking server's answer waits for the client's stream before it goes
 // on the kernel (sock_io.cc, settle): a client that read the REPLY comes within a round
 // trip, or a few scheduling delays on a loaded host; an event loop stalls this long at

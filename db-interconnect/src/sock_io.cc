@@ -87,7 +87,9 @@ SockState settle(Sock *s, int fd, bool writing) {
                                           : s->rendezvous_until;
             if (accept_step(s, fd, std::min(wait, s->rendezvous_until))) continue;
             if (!answer) return st;
-            give_up_rendezvous(s, fd);
+            give_up_rendezvous(s, fd,
+                               "the client did not come to the rendezvous before the "
+                               "program answered");
             continue;
         }
         case SockState::strip_hello:
@@ -383,10 +385,7 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
                 }
                 if (n == 0) {
                     // The client left without coming: the connection ends on the kernel.
-                    s->pre_bytes = 0;
-                    s->state.store(SockState::plain);
-                    epoll_sock_changed(s);
-                    s->rendezvous = vipl::Listener();
+                    give_up_rendezvous(s, fd, nullptr);
                 }
                 if (n >= 0 || errno != EAGAIN || nb) return n;
             }
