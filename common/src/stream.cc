@@ -273,7 +273,7 @@ short Stream::arm(short want) noexcept {
     short ev = impl_->events();
     if (ev & (want | POLLERR | POLLHUP)) return ev;
     // Arming also makes the fd readable at once for what came since the look.
-    VipArmViWaitFd(impl_->vi);
+    VipArmViWaitFdEx(impl_->vi, impl_->arm_events(!(want & POLLOUT)));
     return ev;
 }
 

@@ -167,7 +167,12 @@ struct Stream::Impl {
     // Sleeps on the VI's wait fd (and, shareable, on a sleeper slot's eventfd) until
     // something may have changed, the deadline passes or a signal arrives (lock held on
     // entry and exit; released while asleep).  false: interrupted.
-    bool sleep(Deadline deadline);
+    bool sleep(Deadline deadline, bool to_read = false);
+    // What the VI's wait fd is armed for (VipArmViWaitFdEx) by a waiter that waits to
+    // read or not: arrivals only while this side waits for nothing of its own to leave
+    // (no bytes held back, no region being pulled), so that the peer taking our request
+    // rings no doorbell before it answers.  Lock held.
+    VIP_ULONG arm_events(bool to_read) const;
     // Wakes the sleepers of other threads and processes (lock held).
     void wake_sleepers();
 
@@ -176,8 +181,9 @@ struct Stream::Impl {
     // Makes progress until done() holds (the predicate must also accept `broken`):
     // spins as the VI's spin policy allows (spin_us is its base), then sleeps.  Errors:
     // would_block (at once in non-blocking mode), timed_out, interrupted.  Lock held.
+    // to_read: the caller waits for the peer's data only (see arm_events).
     template <class Done>
-    std::error_code wait_until(Done &&done, Deadline deadline);
+    std::error_code wait_until(Done &&done, Deadline deadline, bool to_read = false);
     // What the VI's spin policy allows a waiter now.
     SpinBudget spin_budget() const;
     // Sets or clears the readiness eventfd behind fd() to match the state.
@@ -313,7 +319,7 @@ struct Stream::Impl {
 };
 
 template <class Done>
-std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
+std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to_read) {
     for (;;) {
         progress();
         if (done()) return {};
@@ -351,7 +357,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline) {
             if (got) continue;
         }
         st->stats.sleeps++;
-        if (!sleep(deadline)) return std::make_error_code(std::errc::interrupted);
+        if (!sleep(deadline, to_read)) return std::make_error_code(std::errc::interrupted);
     }
 }
 

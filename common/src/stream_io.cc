@@ -42,7 +42,7 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
     size_t n = 0;
     std::error_code w;
     for (;;) {
-        w = wait_until(ready, deadline);
+        w = wait_until(ready, deadline, true);
         if (t.poisoned) break;
         if (peek) {
             while (!t.rq.empty() && exhausted(t.rq.front())) consume_front();

@@ -132,10 +132,15 @@ void Stream::Impl::wake_sleepers() {
     }
 }
 
-bool Stream::Impl::sleep(Deadline deadline) {
+VIP_ULONG Stream::Impl::arm_events(bool to_read) const {
+    const State &t = *st;
+    return to_read && t.pending.empty() && t.rdma_posted == 0 ? VIP_ARM_ARRIVALS : VIP_ARM_ANY;
+}
+
+bool Stream::Impl::sleep(Deadline deadline, bool to_read) {
     int ms = poll_ms(deadline);
     // After the last look: the VI's next event (or one already there) wakes us.
-    VipArmViWaitFd(vi);
+    VipArmViWaitFdEx(vi, arm_events(to_read));
     if (!shared) {
         pollfd p{vi_fd, POLLIN, 0};
         return !(poll(&p, 1, ms) < 0 && errno == EINTR);

@@ -182,3 +182,36 @@ TEST_CASE("stream: a reader that lags holds small writes by their bytes, not a b
     REQUIRE(ct::read_exact(p.server, in.data(), in.size()));
     CHECK(ct::check(in.data(), in.size(), 0, 7) == -1);
 }
+
+TEST_CASE("stream: a blocking reader is woken by the reply, not also when the peer takes "
+          "its request") {
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.spin_us = 0; // every wait sleeps: each wake-up is a doorbell
+    auto p = ct::connect_pair(base, o);
+    constexpr int kRounds = 50;
+    // The server takes each request, works 2 ms, then answers: a client woken when the
+    // request is taken would find nothing, sleep again and need a second doorbell.
+    std::thread server([&] {
+        std::error_code ec;
+        std::byte b[8];
+        for (int i = 0; i < kRounds; ++i) {
+            if (p.server.read(b, ec) != sizeof b || ec) return;
+            std::this_thread::sleep_for(2ms);
+            if (p.server.write(b, ec) != sizeof b || ec) return;
+        }
+    });
+    std::error_code ec;
+    std::byte b[8] = {};
+    for (int i = 0; i < kRounds && !ec; ++i) {
+        if (p.client.write(b, ec) != sizeof b) break;
+        if (p.client.read(b, ec) != sizeof b) break;
+    }
+    server.join();
+    REQUIRE(!ec);
+    auto c = p.client.counters(), s = p.server.counters();
+    INFO("client sleeps " << c.sleeps << ", server doorbells " << s.doorbells);
+    CHECK(c.sleeps <= kRounds + kRounds / 5);
+    // The tcp provider rings none: its wake-up is the socket's own.
+    CHECK(s.doorbells <= kRounds + kRounds / 5);
+}

@@ -159,6 +159,21 @@ VIP_RETURN VipGetViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Flags, OUT i
 VIP_RETURN VipArmViWaitFd(IN VIP_VI_HANDLE ViHandle);
 
 /*
+ * VipArmViWaitFd for some events only.  VIP_ARM_ARRIVALS: something arrives (a
+ * receive completes, the peer sent); VIP_ARM_CONSUMED: the peer consumed what this
+ * side sent (send completions, room); VIP_ARM_ANY both (VipArmViWaitFd).  A program
+ * that waits to read arms for arrivals only: the peer taking its last message then
+ * rings no doorbell (on a request-reply connection that is a wake-up, two context
+ * switches, per request).  Sends that wait for room are armed for whatever the
+ * program asks.  Returns as VipArmViWaitFd, and VIP_INVALID_PARAMETER for no or
+ * unknown bits.
+ */
+#define VIP_ARM_ARRIVALS 0x1
+#define VIP_ARM_CONSUMED 0x2
+#define VIP_ARM_ANY (VIP_ARM_ARRIVALS | VIP_ARM_CONSUMED)
+VIP_RETURN VipArmViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Events);
+
+/*
  * The same for a completion queue: readable when VipCQDone would return an
  * entry.  Child, signal and thread rules as VipGetViWaitFd.
  */

@@ -82,16 +82,21 @@ VIP_RETURN VipGetViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Flags, int *Fd) {
     });
 }
 
-VIP_RETURN VipArmViWaitFd(VIP_VI_HANDLE ViHandle) {
+VIP_RETURN VipArmViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Events) {
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
-        if (!vi) return VIP_INVALID_PARAMETER;
+        if (!vi || !Events || (Events & ~VIP_ARM_ANY)) return VIP_INVALID_PARAMETER;
         ViGuard g(vi);
         if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (!vi->fd_mode.load()) return VIP_INVALID_STATE;
-        arm_wait_fd(vi);
+        static_assert(VIP_ARM_ARRIVALS == kWakeRecv && VIP_ARM_CONSUMED == kWakeSend);
+        arm_wait_fd(vi, static_cast<unsigned>(Events));
         return VIP_SUCCESS;
     });
+}
+
+VIP_RETURN VipArmViWaitFd(VIP_VI_HANDLE ViHandle) {
+    return VipArmViWaitFdEx(ViHandle, VIP_ARM_ANY);
 }
 
 VIP_RETURN VipGetCQWaitFd(VIP_CQ_HANDLE CQHandle, int *Fd) {

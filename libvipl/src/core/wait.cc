@@ -146,10 +146,10 @@ void vi_disarm(Vi *vi) {
         vi->nic->ops->vi->disarm(vi);
 }
 
-void vi_rearm(Vi *vi) {
+void vi_rearm(Vi *vi, unsigned what) {
     bool rang = vi->prov && !vi->nic->ops->vi->armed(vi);
     if (rang || vi->kicked.load(std::memory_order_acquire)) vi_drain(vi);
-    vi_arm(vi);
+    vi_arm(vi, what);
 }
 
 __attribute__((always_inline)) static inline bool take(WorkQueue &q, VIP_DESCRIPTOR **out,
@@ -163,7 +163,7 @@ __attribute__((always_inline)) static inline bool take(WorkQueue &q, VIP_DESCRIP
 }
 
 // After a Done found nothing, a program waiting on the fd must be woken by the next event.
-static void rearm_for_fd(Vi *vi) {
+static void rearm_for_fd(Vi *vi, unsigned what = kWakeAny) {
     // The fd may have been woken by the peer hanging up: act on it soon, not
     // at the next periodic liveness check; that may flush the queues.  At
     // most every 200 us: a program polling the fd calls Done again and again
@@ -174,7 +174,7 @@ static void rearm_for_fd(Vi *vi) {
         l.next_peer_look = now + 200000;
         vi->nic->ops->vi->check_peer(vi);
     }
-    vi_rearm(vi);
+    vi_rearm(vi, what);
     bool takeable = vi->sq.head != vi->sq.visible || vi->rq.head != vi->rq.visible;
     if (takeable || (vi->prov && vi->nic->ops->vi->pending(vi))) {
         vi->kicked.store(false);
@@ -182,9 +182,9 @@ static void rearm_for_fd(Vi *vi) {
     }
 }
 
-void arm_wait_fd(Vi *vi) {
+void arm_wait_fd(Vi *vi, unsigned what) {
     vi->fd_armed.store(true, std::memory_order_relaxed);
-    rearm_for_fd(vi);
+    rearm_for_fd(vi, what);
     // A failure (found just now by the look at the peer, or before) is a state the fd
     // reports until the program has seen it: rearming drained its wake-up.
     if (vi->state.load(std::memory_order_acquire) == VIP_STATE_ERROR) {

@@ -50,9 +50,9 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns);
 // not only after a yield ran something else) or not (lock held).
 void spin_outcome(Vi *vi, bool won);
 
-// VipArmViWaitFd: the wait fd becomes readable at the VI's next event, or at once if
-// one is waiting (lock held).
-void arm_wait_fd(Vi *vi);
+// VipArmViWaitFd(Ex): the wait fd becomes readable at the VI's next event of `what`
+// (WakeFor bits: arrivals, the peer consuming), or at once if one is waiting (lock held).
+void arm_wait_fd(Vi *vi, unsigned what = 3 /* kWakeAny */);
 
 // VipSendDone/VipRecvDone on a looked-up VI.
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out);
@@ -79,6 +79,6 @@ void vi_arm(Vi *vi, unsigned what = 3 /* kWakeAny */);
 void vi_disarm(Vi *vi);
 // Drains vi->efd if it may hold a count (a kick, or a ring that consumed the
 // last arming), then arms again (lock held).  No system call when idle.
-void vi_rearm(Vi *vi);
+void vi_rearm(Vi *vi, unsigned what = 3 /* kWakeAny */);
 
 } // namespace vipl
