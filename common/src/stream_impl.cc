@@ -401,11 +401,21 @@ bool Stream::Impl::progress() {
         any = true;
     }
     if (!any && !t.broken) {
-        // The wait fd also fires when the VI leaves the Connected state.
+        // The wait fd also fires when the VI leaves the Connected state.  A look at the
+        // state takes the VI's lock (a process-shared one for a shareable stream): at most
+        // once per tick of the coarse clock (1-4 ms) while nothing arrives, not at every
+        // look of a request-reply exchange (several per message); a waiter the failure
+        // woke finds its fd readable until the look.
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
         VIP_VI_STATE vs;
-        if (VipQueryVi(vi, &vs, nullptr, nullptr, nullptr) == VIP_SUCCESS &&
-            vs != VIP_STATE_CONNECTED)
-            set_broken(std::make_error_code(std::errc::connection_reset));
+        if (now != state_looked) {
+            state_looked = now;
+            if (VipQueryVi(vi, &vs, nullptr, nullptr, nullptr) == VIP_SUCCESS &&
+                vs != VIP_STATE_CONNECTED)
+                set_broken(std::make_error_code(std::errc::connection_reset));
+        }
     }
     post_pending();
     post_control();

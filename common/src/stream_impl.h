@@ -306,6 +306,7 @@ struct Stream::Impl {
     int kick_fd[kSleepSlots] = {-1, -1, -1, -1, -1, -1, -1, -1}; // shareable: sleeper slots
     int gone_r = -1, gone_w = -1;      // shareable: a pipe whose write end every holder keeps
     uint64_t version_seen = 0;         // st->version when the lock was taken
+    uint64_t state_looked = 0;         // coarse clock of the last look at the VI state
     std::atomic<bool> fd_given{false}; // fd() was handed out: keep it truthful (this process)
     int owner_pid = 0;                 // the process that made the stream (owns its NIC)
 
