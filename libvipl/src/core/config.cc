@@ -35,9 +35,6 @@ const Row kRows[] = {
     ROW("SPIN_US", "20", u32, spin_us, 0, 1000000,
         "microseconds a blocking call spins before it sleeps (0: sleep at once); no spinning "
         "when the peer runs on the same CPU"),
-    ROW("SPIN_ON_BUSY_HOST", "0", boolean, spin_on_busy_host, 0, 1,
-        "spin as long for a peer at work while every CPU of the host has a task to run as "
-        "while one idles (0: then the base budget only, leaving the CPU to tasks with work)"),
     ROW("COPY_THRESHOLD", "512", u32, copy_threshold, 0, 65536,
         "sends of at most this many bytes use COPY-SEND-COPY through the ring, larger ones "
         "SEND-GET (single copy by the receiver)"),

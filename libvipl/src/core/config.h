@@ -32,7 +32,6 @@ struct Config {
     uint32_t tcp_frame_wait_us;  // TCP_FRAME_WAIT_US
     uint32_t tcp_ack_threshold;  // TCP_ACK_THRESHOLD
     uint32_t tcp_window;         // TCP_WINDOW
-    bool spin_on_busy_host;      // SPIN_ON_BUSY_HOST
 };
 
 // The configuration of this process; parsed on first use, thread safe.

@@ -5,7 +5,6 @@
 #include "core/config.h"
 #include "core/cq.h"
 #include "core/fds.h"
-#include "core/host_load.h"
 #include "core/vi.h"
 #include "prov/provider.h"
 
@@ -266,13 +265,7 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     // more than twice the best).  Unless its spins keep missing: a peer at work on
     // something else (a server's client between two requests) is spun for as any other.
     // A peer asleep on the connection waits for us.
-    // On a host whose CPUs all have work, a spin takes its CPU from a task that has some
-    // (maybe the very one waited for): no four-fold budget for a peer at work there.  A
-    // remote call to a busy node answers late, and a long spin for it costs that node's
-    // own clients their CPU; answers that come at once (a client's next request) are still
-    // caught by the base budget, without the sleep and the wake-up.
-    const bool busy_host = !host_has_idle_cpu();
-    l.planned_busy = !busy_host && vi->prov && ops->peer_busy(vi);
+    l.planned_busy = vi->prov && ops->peer_busy(vi);
     if (l.planned_busy && l.busy_misses < kBusyMissesMax) {
         ns *= kBusyPeerFactor;
     } else if (l.spin_misses >= kSpinMissesMax) {

@@ -3,14 +3,6 @@
 // waits or asks, so it has published no CPU: the caller's peer CPU is unknown.
 #include "support.h"
 
-#include <chrono>
-#include <csignal>
-#include <cstdlib>
-#include <fstream>
-#include <sys/prctl.h>
-#include <thread>
-#include <unistd.h>
-
 namespace {
 
 VIP_SPIN_BUDGET budget(VIP_VI_HANDLE vi, VIP_UINT64 base) {
@@ -119,82 +111,4 @@ TEST_CASE("VipViSpinBudget shares its state with the library's own waits", "[ext
     CHECK(budget(p.a, base).Nanoseconds == full);
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
-}
-
-namespace {
-
-// The runnable tasks of the host now, from /proc/loadavg ("0.5 0.4 0.3 3/612 1234").
-int host_running() {
-    std::ifstream f("/proc/loadavg");
-    std::string a, b, c, run;
-    if (!(f >> a >> b >> c >> run)) return -1;
-    return std::atoi(run.c_str());
-}
-
-// Keeps every CPU of the host busy (one spinning child per CPU and one more) while it
-// lives; the children end with it, or by themselves after 60 s.
-struct HostLoad {
-    std::vector<int> pids;
-    HostLoad() {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        for (long i = 0; i <= cpus; ++i)
-            pids.push_back(vt::spawn_child([] {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-                while (std::chrono::steady_clock::now() < end) {
-                }
-                return 0;
-            }));
-    }
-    ~HostLoad() {
-        for (int pid : pids) kill(pid, SIGKILL);
-        for (int pid : pids) vt::wait_child(pid, 10);
-    }
-};
-
-} // namespace
-
-// Run by the case below in a fresh program (the key is read once per process) while the
-// parent loads the host.  The pair's peer never waits: over shm it is a peer at work on
-// the VI, spun for four times the base where a CPU idles (see the first case).
-TEST_CASE("spin budget on a busy host (run fresh)", "[.][spin-busy-host]") {
-    std::string device = VT_DEVICE();
-    vt::Nic na(device), nb(device);
-    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const VIP_UINT64 base = 64000;
-    const bool as_idle = vt::config_value("SPIN_ON_BUSY_HOST") == "1";
-    const bool shm = device.rfind("shm", 0) == 0;
-    bool asked = false;
-    // The library reads the host's load at most once a millisecond: a question counts
-    // when the host was busy from well before it until after it.
-    for (int i = 0; i < 200 && !asked; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        if (host_running() <= cpus) continue;
-        VIP_SPIN_BUDGET b{};
-        REQUIRE(VipViSpinBudget(p.a, base, &b) == VIP_SUCCESS);
-        if (host_running() <= cpus) continue;
-        asked = true;
-        INFO("SPIN_ON_BUSY_HOST " << as_idle << ", device " << device << ", budget "
-                                  << b.Nanoseconds << " ns");
-        if (as_idle)
-            CHECK(b.Nanoseconds == (shm ? 4 * base : base));
-        else
-            CHECK(b.Nanoseconds == base);
-    }
-    REQUIRE(asked);
-    vt::destroy_vi(p.a);
-    vt::destroy_vi(p.b);
-}
-
-TEST_CASE("While every CPU of the host has work, a waiter spins the base budget only, unless "
-          "SPIN_ON_BUSY_HOST=1",
-          "[ext][spin]") {
-    HostLoad load;
-    for (const char *v : {"0", "1"}) {
-        INFO("VIPL_SPIN_ON_BUSY_HOST=" << v);
-        int st = vt::run_fresh("spin budget on a busy host (run fresh)",
-                               {std::string("VIPL_SPIN_ON_BUSY_HOST=") + v}, 60);
-        CHECK(vt::status_text(st) == "exit 0");
-    }
 }
