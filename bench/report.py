@@ -40,6 +40,9 @@ LABELS = {
     "vipl-tcp": "libvipl tcp (default)",
     "vipl-tcp-block": "libvipl tcp block",
     "tcp-ns": "TCP",
+    "stream-spin": "Stream spin",
+    "stream-block": "Stream block",
+    "asio": "AsioStream",
 }
 NS_COLUMNS = ["vipl-tcp-spin", "vipl-tcp", "vipl-tcp-block", "tcp-ns"]
 LAT_COLUMNS = ["vipl-spin", "vipl-block", "ring", "unix", "tcp", "ucx", "fabric"]
@@ -201,6 +204,18 @@ class Report:
              db_bw("db-vipl-unix-path"), db_bw("db-plain-unix-path"), "GB/s",
              lambda r: r >= 1.5, 1e-3),
         ]
+        # common/'s Stream over its libvipl (bench-stream beside bench-vipl).
+        specs += [
+            ("Stream round trip 8 B, spinning, 2 cores, vs raw libvipl", "<= 1.5x",
+             lat("stream-spin", "cross"), lat("vipl-spin", "cross"), "us", lambda r: r <= 1.5,
+             2),
+            ("Stream blocking round trip 8 B, 1 core, vs AF_UNIX", "<= 0.9x",
+             lat("stream-block", "same"), lat("unix", "same"), "us", lambda r: r <= 0.9, 2),
+            ("Stream 1 MiB bandwidth, spinning, 2 cores, vs raw libvipl", ">= 0.8x",
+             bw("stream-spin"), bw("vipl-spin"), "GB/s", lambda r: r >= 0.8, 1e-3),
+            ("Stream 1 MiB bandwidth, blocking, 2 cores, vs raw libvipl", ">= 0.8x",
+             bw("stream-block"), bw("vipl-block"), "GB/s", lambda r: r >= 0.8, 1e-3),
+        ]
         specs += pg_report.target_specs()  # the database section (pg_plan.py)
         orb_null = lambda t: ("orb_rt_p50", t, "cross", 0)
         specs.append(("omniORB null call, 2 cores, giop:vipl vs giop:unix", f"<= {ORB_TARGET:g}x",
@@ -334,6 +349,39 @@ class Report:
                     rtext(ratio(v["vipl-block"], v["tcp"]))])
             self.emit(f"### {title}", "")
             self.table(header, rows)
+
+    def stream(self):
+        self.emit("## common/'s Stream over libvipl", "",
+                  "`bench-stream`: the socket-like `Stream` (blocking read/write, what the "
+                  "socket interposer calls) and `AsioStream` (async_write then async_read per "
+                  "round trip, an io_context run each) over shm, beside raw libvipl and "
+                  "AF_UNIX in the same rounds. Spin: the stream's spin as long as libvipl's; "
+                  "block: `VIPL_STREAM_SPIN_US=0`; AsioStream: the stream's default. One-way "
+                  "latency (half the median round trip, us); ratios below 1 are faster.", "")
+        cols = ["stream-spin", "vipl-spin", "stream-block", "vipl-block", "asio", "unix"]
+        for placement, title in PLACEMENTS:
+            rows = []
+            for s in self.sizes_of("latency_p50", "stream-spin"):
+                v = {t: self.get("latency_p50", t, placement, s) for t in cols}
+                rows.append([size_label(s)] + [num(v[t]) for t in cols] + [
+                    rtext(ratio(v["stream-spin"], v["vipl-spin"])),
+                    rtext(ratio(v["stream-block"], v["vipl-block"])),
+                    rtext(ratio(v["stream-block"], v["unix"])),
+                    rtext(ratio(v["asio"], v["unix"]))])
+            self.emit(f"### {title}", "")
+            self.table(["size"] + [LABELS[t] for t in cols] + [
+                "stream spin / libvipl spin", "stream block / libvipl block",
+                "stream block / AF_UNIX", "AsioStream / AF_UNIX"], rows)
+        self.emit("### Bandwidth (GB/s), 2 cores", "")
+        cols = ["stream-spin", "vipl-spin", "stream-block", "vipl-block"]
+        rows = []
+        for s in self.sizes_of("bandwidth", "stream-spin"):
+            v = {t: self.get("bandwidth", t, "cross", s) for t in cols}
+            rows.append([size_label(s)] + [gb(v[t]) for t in cols] + [
+                rtext(ratio(v["stream-spin"], v["vipl-spin"])),
+                rtext(ratio(v["stream-block"], v["vipl-block"]))])
+        self.table(["size"] + [LABELS[t] for t in cols] + [
+            "stream spin / libvipl spin", "stream block / libvipl block"], rows)
 
     def namespaces(self):
         self.emit("## The tcp provider across network namespaces", "",
@@ -681,6 +729,7 @@ class Report:
         self.paper()
         self.latency()
         self.bandwidth()
+        self.stream()
         self.table3()
         self.table5()
         self.namespaces()

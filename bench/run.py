@@ -43,6 +43,12 @@ BW_MAX_MS = 200
 SLOW_POLL_ITERS = 25
 TIMEOUT_S = 60
 SPIN_US = "1000000"  # the largest VIPL_SPIN_US accepted
+# common/'s Stream beside raw libvipl: spinning as long as libvipl's spin runs, blocking,
+# and AsioStream with the stream's default spin (bench-stream).
+STREAM_MODES = [("stream-spin", {"VIPL_STREAM_SPIN_US": SPIN_US}),
+                ("stream-block", {"VIPL_STREAM_SPIN_US": "0"}),
+                ("asio", None)]
+STREAM_LAT_SIZES = [8, 64, 1024, 4096, 16384, 65536]
 # VI scale and the paper's sharing example: once per run (they measure
 # memory and set-up, seconds each, not a noisy latency).
 SCALE_VIS = int(os.environ.get("VIPL_BENCH_SCALE_VIS", "131072"))
@@ -268,6 +274,19 @@ class Runner:
         self.own("latency", transport, placement, binary,
                  ["--mode", "lat", "--sizes", sizes, "--iters", str(LAT_ITERS),
                   "--max-ms", str(LAT_MAX_MS)] + list(extra), env, pair, wrap)
+
+    def stream_lat(self, placement):
+        """common/'s Stream (spinning, blocking) and AsioStream, 8 B .. 64 KiB."""
+        for name, env in STREAM_MODES:
+            variant = "asio" if name == "asio" else "stream"
+            self.own_lat(name, placement, "bench-stream", ["--variant", variant], env=env,
+                         sizes=STREAM_LAT_SIZES)
+        # Raw libvipl at the stream's sizes above LAT_SIZES, for its ratios.
+        extra = [s for s in STREAM_LAT_SIZES if s not in LAT_SIZES]
+        self.own_lat("vipl-spin", placement, "bench-vipl", env={"VIPL_SPIN_US": SPIN_US},
+                     sizes=extra)
+        self.own_lat("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"},
+                     sizes=extra)
 
     def own_bw(self, transport, placement, binary, extra=(), env=None, wrap=()):
         sizes = ",".join(map(str, BW_SIZES))
@@ -497,6 +516,7 @@ class Runner:
             self.ucx("lat", placement)
             self.own_lat("fabric", placement, "bench-fabric")
             self.fi_pingpong(placement)
+            self.stream_lat(placement)
 
     def bandwidth_round(self):
         for placement in PLACEMENTS:
@@ -507,6 +527,8 @@ class Runner:
             self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
             self.ucx("bw", placement)
             self.own_bw("fabric", placement, "bench-fabric")
+            for name, env in STREAM_MODES[:2]:
+                self.own_bw(name, placement, "bench-stream", ["--variant", "stream"], env=env)
 
     def interposer_round(self):
         """bench-sock plain and under vipl-run, one after the other, both placements."""
