@@ -104,26 +104,12 @@ public:
         run();
     }
     void stream_out(uint64_t size, long n) override {
-        size_t len = std::max<uint64_t>(size, 1);
-        for (long k = 0; k < n; ++k) {
-            boost::asio::async_write(s_, boost::asio::buffer(buf_.data(), len),
-                                     [&](auto ec, size_t) { check(ec, "async_write"); });
-            run();
-        }
-        boost::asio::async_read(s_, boost::asio::buffer(buf_.data(), 1),
-                                [&](auto ec, size_t) { check(ec, "async_read"); });
-        run();
+        for (long k = 0; k < n; ++k) put(size);
+        get(1);
     }
     void stream_in(uint64_t size, long n) override {
-        size_t len = std::max<uint64_t>(size, 1);
-        for (long k = 0; k < n; ++k) {
-            boost::asio::async_read(s_, boost::asio::buffer(buf_.data(), len),
-                                    [&](auto ec, size_t) { check(ec, "async_read"); });
-            run();
-        }
-        boost::asio::async_write(s_, boost::asio::buffer(buf_.data(), 1),
-                                 [&](auto ec, size_t) { check(ec, "async_write"); });
-        run();
+        for (long k = 0; k < n; ++k) get(size);
+        put(1);
     }
 
 private:
@@ -133,6 +119,16 @@ private:
     void run() {
         ioc_.restart();
         ioc_.run();
+    }
+    void put(uint64_t size) {
+        boost::asio::async_write(s_, boost::asio::buffer(buf_.data(), std::max<uint64_t>(size, 1)),
+                                 [&](auto ec, size_t) { check(ec, "async_write"); });
+        run();
+    }
+    void get(uint64_t size) {
+        boost::asio::async_read(s_, boost::asio::buffer(buf_.data(), std::max<uint64_t>(size, 1)),
+                                [&](auto ec, size_t) { check(ec, "async_read"); });
+        run();
     }
 
     boost::asio::io_context ioc_;
