@@ -26,7 +26,7 @@ int wait_epoll(int epfd, epoll_event *ev, int max, Deadline dl, const sigset_t *
     if (passthrough()) return kernel();
     linger_reap();
     EpollSet *set = as_epoll(fd_peek(epfd));
-    if (!set || !epoll_has_members(set)) return kernel();
+    if (!set || !epoll_has_members(set) || epoll_all_direct(set)) return kernel();
     FileRef ref(fd_acquire(epfd));
     if (ref.get() != set) return kernel();
     Inside in;

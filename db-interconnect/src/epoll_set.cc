@@ -75,8 +75,35 @@ void sync2(Member *m, int epfd, int want_fd) {
     m->watched2 = want_fd;
 }
 
+// A connection settled on the kernel for good: plain, with nothing of ours to give
+// before the kernel's bytes.  Nothing about it needs us any more.
+bool settled(const Sock *s) {
+    return s->state.load(std::memory_order_acquire) == SockState::plain && !has_prefix(s) &&
+           s->pre_bytes == 0;
+}
+
+// A settled member is registered as the program asked (its events, its data): the
+// kernel's report of it is the program's, and a set of only such members is waited on
+// by the kernel alone (a PostgreSQL backend whose client is plain pays nothing).
+int sync_direct(Member *m, int epfd, bool force) {
+    m->dirty = false;
+    epoll_event e = m->app;
+    if (m->direct) {
+        if (!force) return 0;
+        return real().epoll_ctl(epfd, EPOLL_CTL_MOD, m->fd, &e);
+    }
+    unregister(m, epfd);
+    if (real().epoll_ctl(epfd, EPOLL_CTL_ADD, m->fd, &e) != 0) return -1;
+    m->under_fd = m->fd;
+    m->under_events = e.events;
+    m->direct = true;
+    m->set->ndirect.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+}
+
 // Registers in the kernel set what the member's socket needs now (g_lock held).
 int sync(Member *m, int epfd, bool force) {
+    if (m->direct || settled(m->sock)) return sync_direct(m, epfd, force);
     if (force) m->edge_fresh = true;
     Under u = sock_under(m->sock, m->fd, want_of(m));
     sync2(m, epfd, u.fd2);
@@ -116,6 +143,7 @@ int sync(Member *m, int epfd, bool force) {
 void drop(Member *m) {
     EpollSet *set = m->set;
     set->nmembers.fetch_sub(1, std::memory_order_relaxed);
+    if (m->direct) set->ndirect.fetch_sub(1, std::memory_order_relaxed);
     set->by_fd.erase(m->fd);
     set->by_tag.erase(m->tag);
     set->by_tag.erase(m->tag ^ 2);
@@ -187,6 +215,11 @@ void epoll_set_destroy(EpollSet *set) noexcept {
 
 bool epoll_has_members(EpollSet *set) noexcept {
     return set->nmembers.load(std::memory_order_relaxed) > 0;
+}
+
+bool epoll_all_direct(EpollSet *set) noexcept {
+    return set->ndirect.load(std::memory_order_relaxed) ==
+           set->nmembers.load(std::memory_order_relaxed);
 }
 
 void epoll_sock_changed(Sock *s) noexcept {

@@ -47,6 +47,7 @@ struct Member {
     uint64_t tag = 0;       // data of its registrations: tag, and tag ^ 2 for the second
     bool dirty = true;      // the socket changed: register what it needs now
     bool disabled = false;  // EPOLLONESHOT reported
+    bool direct = false;    // settled on the kernel: registered as the program asked
     bool edge_fresh = true; // EPOLLET, just (re)registered: what is there counts as new
     short edge_bits = 0;    // EPOLLET: what was reported last (a bit reports again once
     uint64_t edge_seen = 0; // the program met EAGAIN on it, or more arrived since)
@@ -56,6 +57,7 @@ struct EpollSet : File {
     EpollSet() : File(Kind::epoll) {}
     int last_fd = -1; // a descriptor of this set the program used last
     std::atomic<int> nmembers{0};
+    std::atomic<int> ndirect{0}; // members registered as the program asked (Member::direct)
     std::unordered_map<int, Member *> by_fd;
     std::unordered_map<uint64_t, Member *> by_tag;
     // Tags whose kernel registration may outlive their member (a kernel connection the
@@ -64,6 +66,9 @@ struct EpollSet : File {
 };
 
 std::mutex &epoll_lock();
+// Whether the kernel alone can serve a wait on the set: every member is a connection
+// settled on the kernel, registered as the program asked.
+bool epoll_all_direct(EpollSet *set) noexcept;
 EpollSet *epoll_set_new() noexcept;
 
 // The socket's state changed: its registrations follow at the next call on their sets.

@@ -154,3 +154,29 @@ TEST_CASE("programs: python3 -m http.server serves curl --parallel a file of a f
     REQUIRE(count_lines(dir / "client.err", "libvipl-db[") == expect);
     REQUIRE(count_lines(dir / "server.err", "\"GET /blob HTTP/1.1\" 200") == kFetches);
 }
+
+TEST_CASE("programs: an asyncio epoll server under the interposer serves plain clients exactly") {
+    // Plain clients stay on the kernel: the server's epoll set then holds only connections
+    // settled there, registered as the program asked and waited on by the kernel alone.
+    bool is_unix = GENERATE(true, false);
+    TempDir dir;
+    Endpoint ep = endpoint(is_unix, dir.path());
+    INFO("over " << ep.name());
+    Spawn ss;
+    ss.preload = true;
+    ss.env = {kLogWarnings};
+    ss.err = dir / "server.err";
+    Proc server = echo_server(ep, ss);
+
+    constexpr int kConnections = 6;
+    constexpr size_t kSize = 1 << 20;
+    Spawn cs;
+    cs.preload = false;
+    cs.err = dir / "client.err";
+    EchoClients clients = start_echo_clients(ep, dir, kConnections, kSize, 11, cs);
+    finish_echo_clients(clients);
+    auto summary = stop_echo_server(server);
+    REQUIRE(summary["connections"] == kConnections);
+    REQUIRE(summary["echoed"] == static_cast<long>(kConnections * kSize));
+    require_quiet_log(dir / "server.err");
+}
