@@ -85,24 +85,8 @@ class AsioPeer : public Peer {
 public:
     AsioPeer(vipl::Stream s, uint64_t max)
         : s_(ioc_, std::move(s)), buf_(std::max<uint64_t>(max, 1)) {}
-    void ping(uint64_t size) override {
-        size_t n = std::max<uint64_t>(size, 1);
-        boost::asio::async_write(s_, boost::asio::buffer(buf_.data(), n), [&](auto ec, size_t) {
-            check(ec, "async_write");
-            boost::asio::async_read(s_, boost::asio::buffer(buf_.data(), n),
-                                    [&](auto ec2, size_t) { check(ec2, "async_read"); });
-        });
-        run();
-    }
-    void pong(uint64_t size) override {
-        size_t n = std::max<uint64_t>(size, 1);
-        boost::asio::async_read(s_, boost::asio::buffer(buf_.data(), n), [&](auto ec, size_t) {
-            check(ec, "async_read");
-            boost::asio::async_write(s_, boost::asio::buffer(buf_.data(), n),
-                                     [&](auto ec2, size_t) { check(ec2, "async_write"); });
-        });
-        run();
-    }
+    void ping(uint64_t size) override { exchange(size, true); }
+    void pong(uint64_t size) override { exchange(size, false); }
     void stream_out(uint64_t size, long n) override {
         for (long k = 0; k < n; ++k) put(size);
         get(1);
@@ -119,6 +103,26 @@ private:
     void run() {
         ioc_.restart();
         ioc_.run();
+    }
+    // One io_context run that writes then reads (the client's round trip) or reads then
+    // writes (the server's echo), the second operation started from the first's handler.
+    void exchange(uint64_t size, bool write_first) {
+        auto buf = boost::asio::buffer(buf_.data(), std::max<uint64_t>(size, 1));
+        auto second = [this, buf, write_first](auto ec, size_t) {
+            check(ec, write_first ? "async_write" : "async_read");
+            auto done = [write_first](auto ec2, size_t) {
+                check(ec2, write_first ? "async_read" : "async_write");
+            };
+            if (write_first)
+                boost::asio::async_read(s_, buf, done);
+            else
+                boost::asio::async_write(s_, buf, done);
+        };
+        if (write_first)
+            boost::asio::async_write(s_, buf, second);
+        else
+            boost::asio::async_read(s_, buf, second);
+        run();
     }
     void put(uint64_t size) {
         boost::asio::async_write(s_, boost::asio::buffer(buf_.data(), std::max<uint64_t>(size, 1)),
