@@ -1,15 +1,20 @@
 // Table 3 of the paper: omniORB round trips over giop:tcp, giop:unix and giop:vipl.
 //   bench-orb --transport tcp|unix|vipl --placement cross|same [--iters N] [--server PATH]
+//   bench-orb --transport tcp|vipl --ior FILE [--iters N]
 // Starts orb-echo-server (pinned: CPU 1 across cores, CPU 0 on the same core), pins
 // itself to CPU 0, and prints CSV rows: benchmark,transport,placement,size,value,unit,iterations
 // (rt_p50 in us for a null call and a 1024 B bounce, calls_per_s for null calls).
+// --ior: the server runs elsewhere (another host or container) and wrote its IOR into
+// FILE; placement `hosts`, nothing pinned.
 #include "echo.hh"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <sched.h>
 #include <string>
 #include <sys/prctl.h>
@@ -33,14 +38,14 @@ double us_since(std::chrono::steady_clock::time_point t0) {
 } // namespace
 
 int main(int argc, char **argv) {
-    std::string transport = "vipl", placement = "cross", server = ORB_ECHO_SERVER;
+    std::string transport = "vipl", placement = "cross", server = ORB_ECHO_SERVER, ior_file;
     int iters = 5000;
     for (int i = 1; i < argc; i += 2) {
         std::string k = argv[i];
         if (k == "--help" || i + 1 == argc) {
             fprintf(stderr,
                     "usage: %s [--transport tcp|unix|vipl] [--placement cross|same] "
-                    "[--iters N] [--server PATH]\n",
+                    "[--iters N] [--server PATH | --ior FILE]\n",
                     argv[0]);
             return k == "--help" ? 0 : 2;
         }
@@ -52,6 +57,8 @@ int main(int argc, char **argv) {
             iters = atoi(argv[i + 1]);
         else if (k == "--server")
             server = argv[i + 1];
+        else if (k == "--ior")
+            ior_file = argv[i + 1];
     }
     alarm(120);
     std::string sock = "/tmp/orb-bench-" + std::to_string(getpid());
@@ -59,8 +66,18 @@ int main(int argc, char **argv) {
                      : transport == "unix" ? "giop:unix:" + sock
                                            : "giop:vipl::0";
     int p[2];
-    if (pipe(p) != 0) return 1;
-    pid_t pid = fork();
+    if (!ior_file.empty()) {
+        placement = "hosts";
+        p[0] = open(ior_file.c_str(), O_RDONLY | O_CLOEXEC);
+        if (p[0] < 0) {
+            fprintf(stderr, "bench-orb: %s: %s\n", ior_file.c_str(), strerror(errno));
+            return 1;
+        }
+    } else if (pipe(p) != 0) {
+        return 1;
+    }
+    pid_t pid = ior_file.empty() ? fork() : -1;
+    if (ior_file.empty() && pid < 0) return 1;
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); // a client that dies (an exception) takes it along
         pin(placement == "same" ? 0 : 1);
@@ -69,8 +86,10 @@ int main(int argc, char **argv) {
         execl(server.c_str(), server.c_str(), "-ORBendPoint", ep.c_str(), nullptr);
         _exit(127);
     }
-    close(p[1]);
-    pin(0);
+    if (pid > 0) {
+        close(p[1]);
+        pin(0);
+    }
     std::string ior;
     char c;
     while (read(p[0], &c, 1) == 1 && c != '\n') ior += c;
@@ -113,8 +132,10 @@ int main(int argc, char **argv) {
            calls_per_s, iters);
     fflush(stdout);
     orb->destroy();
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+    }
     if (transport == "unix") unlink(sock.c_str()); // the killed server leaves its socket
     return 0;
 }

@@ -5,6 +5,7 @@ the port, the socket directory, the listening address, the network namespace and
 whether vipl-run carries the server come from the link.
 """
 import os
+import pwd
 import signal
 import subprocess
 
@@ -63,6 +64,10 @@ def sh(cmd, env=None, timeout=120):
 
 
 def as_postgres(cmd):
+    """cmd as the servers' user: through runuser (root), or as it is (that user already,
+    e.g. in the vipl-postgres container)."""
+    if os.geteuid() == pwd.getpwnam(plan.DB_USER).pw_uid:
+        return cmd
     return ["runuser", "-u", plan.DB_USER, "--"] + cmd
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything and runs every test.
 # The last lines are ctest's summary ("100% tests passed, 0 tests failed out of N"),
-# followed by one line when the ThreadSanitizer run below failed.
+# then one line for the container part (docker/test.sh: passed, failed, or skipped and
+# what is missing), and one more when the ThreadSanitizer run below failed.
+# VIPL_TEST_DOCKER=0 leaves the container part out (said so on that line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -23,7 +25,34 @@ for device in shm0 tcp:127.0.0.1; do
         timeout 300 "$tsan/libvipl/tests/threads/vipl-threads-tests" "[tsan]" || tsan_ok=0
 done
 
-ctest --test-dir "$build" --output-on-failure --timeout 300
+ctest_rc=0
+ctest_out=$(mktemp)
+ctest --test-dir "$build" --output-on-failure --timeout 300 2>&1 | tee "$ctest_out"
+ctest_rc=${PIPESTATUS[0]}
+
+# The images and the compose cluster (docker/), after ctest: they would compete with its
+# programs for the CPU.
+docker_out=$(mktemp)
+if [ "${VIPL_TEST_DOCKER:-1}" = 0 ]; then
+    docker_rc=77
+    echo "docker tests SKIPPED: VIPL_TEST_DOCKER=0" >"$docker_out"
+else
+    set +e
+    timeout 1200 bash docker/test.sh 2>&1 | tee "$docker_out"
+    docker_rc=${PIPESTATUS[0]}
+    set -e
+fi
+
+echo
+grep -E 'tests passed|tests failed out of' "$ctest_out" | tail -n 1 || echo "ctest: no summary (exit $ctest_rc)"
+case $docker_rc in
+0) echo "containers: every docker/ check passed ($(grep -c '^docker: PASS' "$docker_out") checks)" ;;
+77) grep '^docker tests SKIPPED' "$docker_out" || echo "docker tests SKIPPED" ;;
+*) echo "containers: docker/test.sh failed (exit $docker_rc): $(grep '^docker: FAIL' "$docker_out" | cut -c1-200 | paste -sd' ')" ;;
+esac
+rm -f "$docker_out" "$ctest_out"
+[ "$ctest_rc" = 0 ] || exit "$ctest_rc"
+case $docker_rc in 0 | 77) ;; *) exit 1 ;; esac
 if [ "$tsan_ok" != 1 ]; then
     echo "ThreadSanitizer: the [tsan] stress tests failed (report above)"
     exit 1
