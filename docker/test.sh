@@ -11,7 +11,11 @@
 #      device shm0);
 #   4. a container killed mid-transfer: the ORB client blocked in a 20 s call gets
 #      COMM_FAILURE at once; node1 killed under a remote call: node0's caller gets
-#      PostgreSQL's error, node0 keeps serving and holds no connection to it.
+#      PostgreSQL's error, node0 keeps serving and holds no connection to it;
+#   5. compose.node.yaml's deployment, one node per "host" (two projects with host
+#      networking on this machine, ports of their own, password authentication): Table
+#      2's driver ran remote transactions, inter-node connections on the interconnect
+#      (shm here: the nodes share the host's network namespace).
 # Where no engine can run (not root, no dockerd, no overlay2) it says what is missing
 # and exits 77 (the caller prints it as skipped, never as passed).
 set -uo pipefail
@@ -48,7 +52,19 @@ engine() {
     skip "dockerd did not start with overlay2: $(tail -n 3 /tmp/vipl-dockerd.log | tr '\n' ' ')"
 }
 
-cleanup() { timeout 120 "${compose[@]}" --profile orb --profile shm --profile bench down -v -t 5 >/dev/null 2>&1; }
+envs=()
+# hostnode SECONDS I ARGS...: docker-compose for "host" I of check 5, bounded.
+hostnode() {
+    timeout "$1" docker-compose -p "$project-host$2" -f docker/compose.node.yaml \
+        --env-file "${envs[$2]}" "${@:3}"
+}
+cleanup() {
+    timeout 120 "${compose[@]}" --profile orb --profile shm --profile bench down -v -t 5 >/dev/null 2>&1
+    for i in "${!envs[@]}"; do
+        hostnode 120 "$i" down -v -t 5 >/dev/null 2>&1
+        rm -f "${envs[i]}"
+    done
+}
 
 # Waits (at most $2 s) until the service's container reports healthy.
 healthy() {
@@ -158,6 +174,24 @@ else
 fi
 kill $caller 2>/dev/null
 rm -f /tmp/vipl-docker-nap.$$
+
+# 5. compose.node.yaml: two "hosts" on this machine, host networking.
+port=60950
+while ss -Hltn | grep -Eq ":($port|$((port + 1)))\b" && [ $port -lt 60990 ]; do port=$((port + 2)); done
+for i in 0 1; do
+    envs[i]=$(mktemp)
+    printf 'VIPL_T2_HOSTS=127.0.0.1:%s,127.0.0.1:%s\nVIPL_T2_NODE=%s\nVIPL_T2_PORT=%s\nPOSTGRES_PASSWORD=%s\n' \
+        $port $((port + 1)) $i $((port + i)) "pw-$RANDOM$RANDOM" >"${envs[i]}"
+done
+sed -i "s/^POSTGRES_PASSWORD=.*/$(grep POSTGRES_PASSWORD "${envs[0]}")/" "${envs[1]}" # one cluster password
+for i in 0 1; do hostnode 120 $i up -d node >/dev/null 2>&1; done
+out=$(hostnode 300 0 run --rm bench table2 tpcb 25 3 2>&1)
+if echo "$out" | grep -q '^cluster of 2: tps' && echo "$out" | grep -Eq '^node 0 inter-node connections: (shm|tcp) ' &&
+    echo "$out" | grep -Eq '^node 1 inter-node connections: (shm|tcp) '; then
+    pass "compose.node.yaml, host networking, password auth: $(echo "$out" | grep -E '^(cluster|node 0 inter)' | paste -sd';')"
+else
+    fail "compose.node.yaml: $(echo "$out" | tail -n 8) | host 1's log: $(hostnode 30 1 logs --tail 15 node 2>&1)"
+fi
 
 echo "docker: container part done in $(($(date +%s) - start)) s"
 exit $failed
