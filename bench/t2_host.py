@@ -9,6 +9,8 @@ environment:
                                               the clients
   VIPL_T2_CPU=c                               (optional) the CPU start and run pin to
                                               (default 0; empty: no pinning)
+  VIPL_T2_SCALE, VIPL_T2_CLIENTS              (optional) pgbench -s of every node (10),
+                                              clients per node (4): the same everywhere
 
 Usage: t2_host.py init DIR | start DIR | run DIR WORKLOAD P SECONDS | stop DIR
                   | settings | remote-rule | prepare SOCKET_DIR PORT
@@ -17,14 +19,14 @@ Usage: t2_host.py init DIR | start DIR | run DIR WORKLOAD P SECONDS | stop DIR
   start    the server on this host's port, listening on every address, pinned to
            VIPL_T2_CPU; under vipl-run with VIPL_DB_REMOTE naming every node when
            VIPL_T2_VIPL_RUN is set
-  run      pgbench on this node (4 clients, -M prepared): WORKLOAD tpcb, ro or 2pc, P %
+  run      pgbench on this node (VIPL_T2_CLIENTS, -M prepared): WORKLOAD tpcb, ro or 2pc, P %
            remote; prints `tps local remote lat_p50_local lat_p50_remote` of its log and
            the inter-node connections open at the end (and how they rode, under vipl-run)
   stop     stops the server
   settings Table 2's server settings as postgresql.conf lines (for a server made elsewhere)
   remote-rule  VIPL_DB_REMOTE for the nodes (servers and clients name the same)
   prepare  on this node's running server (its socket directory and port): the bench
-           database, pgbench -i -s 10, Table 2's schema (t2_schema.py) and, where it is
+           database, pgbench -i -s VIPL_T2_SCALE, Table 2's schema (t2_schema.py) and, where it is
            installed, the vipl extension (pg_stat_vipl)
   drive    from any host (the bench container): pgbench against node 0 alone (P = 0:
            the one-node baseline), then against every node at once over TCP; prints each

@@ -17,8 +17,11 @@ PAPER_LINK = {"tcp-veth": 1.76, "unix": 1.73, "vipl-shm": 1.98}  # what stands b
 
 DB_NAME = "bench"
 DB_USER = "postgres"
-SCALE = 10  # pgbench -i -s per node: 1,000,000 accounts, 10 branches, 100 tellers
-CLIENTS = 4  # pgbench clients per node
+# pgbench -i -s per node (10: 1,000,000 accounts, 10 branches, 100 tellers), and pgbench
+# clients per node.  The environment sizes the nodes of t2_host.py (docker/) only: the
+# main job's report always uses 10 and 4, the figures beside which it is read.
+SCALE = int(os.environ.get("VIPL_T2_SCALE", "10"))
+CLIENTS = int(os.environ.get("VIPL_T2_CLIENTS", "4"))
 NODES = int(os.environ.get("VIPL_T2_NODES", "2"))
 PROXY_APP = "t2-proxy"  # application_name of every inter-node connection (PL/Proxy, dblink)
 
