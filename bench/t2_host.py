@@ -221,6 +221,8 @@ def drive(workload, p, seconds):
     hosts = hosts_from_env()
     n = len(hosts)
     vipl_run = os.environ.get("VIPL_T2_VIPL_RUN")
+    if vipl_run:  # the clients name the servers as the servers name each other
+        os.environ.setdefault("VIPL_DB_REMOTE", remote_rule(hosts))
     nodes = [remote_node(i, h, port) for i, (h, port) in enumerate(hosts)]
     root = tempfile.mkdtemp(prefix="vipl-t2-drive-")
     try:

@@ -40,6 +40,7 @@ class Bridge:
             if r.returncode != 0:
                 self.error = f"ip {' '.join(step)}: {r.stderr.strip()}"
                 break
+        forward(self.bridge, "-I")
 
     @staticmethod
     def _cleanup_stale():
@@ -49,9 +50,24 @@ class Bridge:
                 pid = name[len(PREFIX):].split("-")[0]
                 if not pid.isdigit() or not os.path.exists(f"/proc/{pid}"):
                     ip("netns", "delete", name)
-                    ip("link", "delete", f"t2b{int(pid) % 100000}" if pid.isdigit() else "")
+                    if pid.isdigit():
+                        ip("link", "delete", f"t2b{int(pid) % 100000}")
+                        forward(f"t2b{int(pid) % 100000}", "-D")
 
     def close(self):
         for name in self.names:
             ip("netns", "delete", name)  # takes its veth end, and so the pair, with it
         ip("link", "delete", self.bridge)
+        forward(self.bridge, "-D")
+
+
+def forward(bridge, op):
+    """Lets frames through the bridge (op -I) or stops doing so (-D).  Where br_netfilter
+    is loaded (dockerd loads it and sets the FORWARD policy to DROP), bridged frames go
+    through iptables' FORWARD chain: without this rule the nodes would not reach each
+    other.  No iptables: nothing filters, nothing to do."""
+    rule = ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+    try:
+        subprocess.run(["iptables", "-w", "5", op] + rule, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
