@@ -15,7 +15,7 @@ packages=(
     postgresql-15 postgresql-client-15 postgresql-server-dev-15
     libboost-dev
     # orb-transport: omniORB 4.2 (internal headers), its IDL compiler, the naming service
-    libomniorb4-dev omniidl omniorb-nameserver
+    libomniorb4-dev omniidl omniorb-nameserver omniorb
     # db-interconnect's program tests: unmodified programs under the interposer
     socat netcat-openbsd curl
     # the database section of bench/: perf stat beside pgbench
