@@ -4,6 +4,7 @@
 #include "core/handles.h"
 #include "core/notify.h"
 #include "core/objects.h"
+#include "prov/util/unix_socket.h"
 
 #include <atomic>
 #include <cerrno>
@@ -120,11 +121,10 @@ bool process_alive(int32_t pid) {
 }
 
 socklen_t mark_name(uint64_t token, sockaddr_un *sa) {
-    *sa = sockaddr_un{};
-    sa->sun_family = AF_UNIX;
-    int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "vipl-holder:%016llx",
-                     static_cast<unsigned long long>(token));
-    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+    char name[40];
+    int n =
+        snprintf(name, sizeof name, "vipl-holder:%016llx", static_cast<unsigned long long>(token));
+    return util::abstract_address(std::string_view(name, n), sa);
 }
 
 // Whether the process that holds with token t is still there and still runs

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/wait.h"
 #include "prov/shm/shm.h"
+#include "prov/util/unix_socket.h"
 
 #include <cerrno>
 #include <cstring>
@@ -118,61 +119,8 @@ Hello make_hello(uint32_t type, Vi *vi, const VIP_NET_ADDRESS *local) {
     return h;
 }
 
-bool send_msg(int sock, const void *msg, size_t len, const int *fds, int nfds) {
-    iovec iov{const_cast<void *>(msg), len};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-    if (nfds > 0) {
-        mh.msg_control = control;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-    }
-    return sendmsg(sock, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
-}
-
-// no_room: the message came, but not all its descriptors (this process is
-// at its descriptor limit).  again: nothing yet (try_recv_msg).
-enum class Recv { ok, eof, timeout, interrupted, error, no_room, again };
-
-// Receives one message (and up to max_fds descriptors, close-on-exec) if it is there.
-Recv try_recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds) {
-    *nfds = 0;
-    for (;;) {
-        iovec iov{msg, len};
-        msghdr mh{};
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof control;
-        ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-        if (n >= 0) {
-            for (cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-                int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-                const int *got = reinterpret_cast<const int *>(CMSG_DATA(c));
-                for (int i = 0; i < count; ++i) {
-                    if (*nfds < max_fds)
-                        fds[(*nfds)++] = fd_track(got[i]);
-                    else
-                        close(got[i]);
-                }
-            }
-            if (n == 0) return Recv::eof;
-            if (static_cast<size_t>(n) != len || (mh.msg_flags & MSG_TRUNC)) return Recv::error;
-            if (mh.msg_flags & MSG_CTRUNC) return Recv::no_room;
-            return Recv::ok;
-        }
-        if (errno == EINTR) continue;
-        return errno == EAGAIN ? Recv::again : Recv::error;
-    }
-}
+using util::Recv;
+using util::send_with_fds;
 
 // The same, waiting until the deadline.  An interruptible wait ends when a
 // signal handler runs; the others go on (the last step of a handshake, which
@@ -181,7 +129,7 @@ Recv recv_msg(int sock, void *msg, size_t len, int *fds, int max_fds, int *nfds,
               bool interruptible) {
     for (;;) {
         int saved = errno;
-        Recv r = try_recv_msg(sock, msg, len, fds, max_fds, nfds);
+        Recv r = util::recv_with_fds(sock, msg, len, fds, max_fds, nfds);
         errno = saved;
         if (r != Recv::again) return r;
         pollfd p{sock, POLLIN, 0};
@@ -318,7 +266,7 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     a.regions = vi->nic->regions.max();
     a.map_size = size;
     int fds[3] = {memfd, vi->efd, vi->nic->regions.fd()};
-    bool sent = send_msg(sock, &a, sizeof a, fds, 3);
+    bool sent = send_with_fds(sock, &a, sizeof a, fds, 3);
     fd_close(memfd);
     Ack ack{};
     int got[2] = {-1, -1};
@@ -413,7 +361,7 @@ VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATTRIBUTES
     ack.nic_id = shm_nic(vi->nic)->id;
     ack.regions = vi->nic->regions.max();
     int mine[2] = {vi->efd, vi->nic->regions.fd()};
-    if (!send_msg(sock, &ack, sizeof ack, mine, 2)) {
+    if (!send_with_fds(sock, &ack, sizeof ack, mine, 2)) {
         peer_regions_release(pr, vi->shareable);
         munmap(map, a.map_size);
         fd_close(fds[1]);
@@ -437,7 +385,7 @@ void send_reject(int sock, VIP_RETURN reason) {
     a.type = kMsgReject;
     a.pid = static_cast<uint32_t>(getpid());
     a.reason = reason;
-    send_msg(sock, &a, sizeof a, nullptr, 0);
+    send_with_fds(sock, &a, sizeof a, nullptr, 0);
 }
 
 // Waits for the acceptor's answer (without block: looks whether it has
@@ -448,7 +396,7 @@ VIP_RETURN await_answer(Vi *vi, int sock, uint64_t deadline, VIP_VI_ATTRIBUTES *
     int fds[3] = {-1, -1, -1};
     int n = 0;
     switch (block ? recv_msg(sock, &a, sizeof a, fds, 3, &n, deadline, true)
-                  : try_recv_msg(sock, &a, sizeof a, fds, 3, &n)) {
+                  : util::recv_with_fds(sock, &a, sizeof a, fds, 3, &n)) {
     case Recv::ok:
         break;
     case Recv::timeout:
@@ -476,16 +424,11 @@ VIP_RETURN await_answer(Vi *vi, int sock, uint64_t deadline, VIP_VI_ATTRIBUTES *
     return join(vi, sock, a, fds, rattrs);
 }
 
-int open_socket() {
-    return fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-}
-
 // connect() to an abstract name: 0, or the errno.
 int connect_name(int sock, const std::string &name) {
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path + 1, name.data(), name.size());
-    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    sockaddr_un sa;
+    socklen_t len = util::abstract_address(name, &sa);
+    if (len == 0) return ENAMETOOLONG;
     return connect(sock, reinterpret_cast<sockaddr *>(&sa), len) == 0 ? 0 : errno;
 }
 
@@ -531,7 +474,7 @@ PendingConn *take_request(ShmNic::Listener *l, bool *failed) {
         ShmNic::Listener::Early e = l->early[i];
         Hello h{};
         int nfds = 0;
-        Recv r = try_recv_msg(e.sock, &h, sizeof h, nullptr, 0, &nfds);
+        Recv r = util::recv_with_fds(e.sock, &h, sizeof h, nullptr, 0, &nfds);
         if (r == Recv::again && now < e.deadline) {
             ++i;
             continue;
@@ -657,7 +600,7 @@ void conn_free(ConnReq *req) {
 VIP_RETURN connect_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDRESS *remote,
                            uint64_t deadline, VIP_VI_ATTRIBUTES *remote_attrs) {
     if (!is_this_host(vi->nic, remote)) return VIP_NOT_REACHABLE;
-    int s = open_socket();
+    int s = util::seqpacket_socket();
     if (s < 0) return VIP_ERROR_RESOURCE;
     std::string name = socket_name("cs", remote);
     for (;;) {
@@ -685,7 +628,7 @@ VIP_RETURN connect_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_A
         }
     }
     Hello h = make_hello(kMsgRequest, vi, local);
-    if (!send_msg(s, &h, sizeof h, nullptr, 0)) {
+    if (!send_with_fds(s, &h, sizeof h, nullptr, 0)) {
         fd_close(s);
         return VIP_NO_MATCH;
     }
@@ -711,13 +654,11 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
     p->hello.want_len = remote->DiscriminatorLen;
     memcpy(p->hello.want, rd, remote->DiscriminatorLen);
     if (p->acceptor) {
-        p->lfd = open_socket();
-        sockaddr_un sa{};
+        p->lfd = util::seqpacket_socket();
+        sockaddr_un sa;
         std::string name = socket_name("p2p", local);
-        sa.sun_family = AF_UNIX;
-        memcpy(sa.sun_path + 1, name.data(), name.size());
-        socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-        if (p->lfd < 0 || bind(p->lfd, reinterpret_cast<sockaddr *>(&sa), len) < 0 ||
+        socklen_t len = util::abstract_address(name, &sa);
+        if (p->lfd < 0 || len == 0 || bind(p->lfd, reinterpret_cast<sockaddr *>(&sa), len) < 0 ||
             listen(p->lfd, 16) < 0) {
             VIPL_WARN("peer connection: cannot listen on %s: %s", name.c_str(), strerror(errno));
             if (p->lfd >= 0) fd_close(p->lfd);
@@ -751,7 +692,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
         want->HostAddressLen = 0;
         want->DiscriminatorLen = p->hello.want_len;
         memcpy(want->HostAddress, p->hello.want, p->hello.want_len);
-        int s = open_socket();
+        int s = util::seqpacket_socket();
         if (s < 0) return VIP_ERROR_RESOURCE;
         if (connect_name(s, socket_name("p2p", want)) != 0) {
             fd_close(s);
@@ -760,7 +701,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
             return VIP_NOT_DONE;
         }
         p->sock = s;
-        p->sent = send_msg(s, &p->hello, sizeof p->hello, nullptr, 0);
+        p->sent = send_with_fds(s, &p->hello, sizeof p->hello, nullptr, 0);
     }
     VIP_RETURN rc = await_answer(vi, p->sock, now, rattrs, false);
     if (rc == VIP_TIMEOUT) {
@@ -799,7 +740,7 @@ static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *
         }
         Hello h{};
         int n = 0;
-        Recv r = try_recv_msg(p->sock, &h, sizeof h, nullptr, 0, &n);
+        Recv r = util::recv_with_fds(p->sock, &h, sizeof h, nullptr, 0, &n);
         if (r == Recv::again && now_ns() < p->sock_deadline) {
             // The request is on its way: the caller waits for it (interruptibly).
             fds[0] = pollfd{p->sock, POLLIN, 0};

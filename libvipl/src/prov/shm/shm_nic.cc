@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "prov/enosys.h"
 #include "prov/shm/shm.h"
+#include "prov/util/unix_socket.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -198,18 +199,16 @@ int listener_for(Nic *nic, const std::string &name, VIP_RETURN *rc) {
     std::lock_guard<Mutex> g(s->lock);
     for (auto &l : s->listeners)
         if (l.disc == name) return l.fd;
-    int fd = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    int fd = util::seqpacket_socket();
     if (fd < 0) {
         VIPL_ERROR("listening socket: %s", strerror(errno));
         *rc = VIP_ERROR_RESOURCE;
         return -1;
     }
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path + 1, name.data(), name.size());
-    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-    if (bind(fd, reinterpret_cast<sockaddr *>(&sa), len) < 0 || listen(fd, 512) < 0) {
-        int err = errno;
+    sockaddr_un sa;
+    socklen_t len = util::abstract_address(name, &sa);
+    if (len == 0 || bind(fd, reinterpret_cast<sockaddr *>(&sa), len) < 0 || listen(fd, 512) < 0) {
+        int err = len == 0 ? ENAMETOOLONG : errno;
         fd_close(fd);
         if (err == EADDRINUSE)
             VIPL_WARN("discriminator %s is already served by another process", name.c_str());

@@ -7,6 +7,7 @@
 #include "core/fds.h"
 #include "core/log.h"
 #include "prov/tcp/tcp.h"
+#include "prov/util/unix_socket.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -98,13 +99,6 @@ std::string handover_name(const TcpNic *t, uint16_t port, const uint8_t *disc, u
     return n;
 }
 
-socklen_t unix_address(const std::string &name, sockaddr_un *sa) {
-    *sa = sockaddr_un{};
-    sa->sun_family = AF_UNIX;
-    memcpy(sa->sun_path + 1, name.data(), name.size());
-    return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-}
-
 bool same(const uint8_t *a, uint16_t alen, const uint8_t *b, uint16_t blen) {
     return alen == blen && memcmp(a, b, alen) == 0;
 }
@@ -170,26 +164,12 @@ void reject(int fd, VIP_RETURN reason) {
 // not serve to the process that does; false if none does.
 bool hand_over(Nic *nic, Listener *l, Incoming *in) {
     std::string name = handover_name(tcp_nic(nic), l->port, in->hello.want, in->hello.want_len);
-    int s = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    int s = util::seqpacket_socket();
     if (s < 0) return false;
     sockaddr_un sa;
-    socklen_t sl = unix_address(name, &sa);
-    bool ok = connect(s, reinterpret_cast<sockaddr *>(&sa), sl) == 0;
-    if (ok) {
-        iovec iov{in->buf, kHelloWire};
-        msghdr mh{};
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof control;
-        cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &in->fd, sizeof(int));
-        ok = sendmsg(s, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(kHelloWire);
-    }
+    socklen_t sl = util::abstract_address(name, &sa);
+    bool ok = sl != 0 && connect(s, reinterpret_cast<sockaddr *>(&sa), sl) == 0 &&
+              util::send_with_fds(s, in->buf, kHelloWire, &in->fd, 1);
     fd_close(s);
     return ok;
 }
@@ -201,29 +181,12 @@ bool hand_over(Nic *nic, Listener *l, Incoming *in) {
 // would be a sleep in a zero-timeout VipConnectWait.
 int receive_handover(Listener *l, Incoming *in) {
     uint8_t buf[kHelloWire];
-    iovec iov{buf, kHelloWire};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-    mh.msg_control = control;
-    mh.msg_controllen = sizeof control;
-    ssize_t n = recvmsg(in->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
-    int tcp = -1;
-    for (cmsghdr *c = n > 0 ? CMSG_FIRSTHDR(&mh) : nullptr; c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        int count = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        const int *fds = reinterpret_cast<const int *>(CMSG_DATA(c));
-        for (int i = 0; i < count; ++i) {
-            if (tcp < 0)
-                tcp = fd_track(fds[i]);
-            else
-                close(fds[i]);
-        }
-    }
+    int tcp = -1, nfds = 0;
+    util::Recv r = util::recv_with_fds(in->fd, buf, kHelloWire, &tcp, 1, &nfds);
+    if (r == util::Recv::again) return 0;
+    if (nfds == 0) tcp = -1;
     Hello h{};
-    if (n != static_cast<ssize_t>(kHelloWire) || tcp < 0 || !decode_hello(buf, &h)) {
+    if (r != util::Recv::ok || tcp < 0 || !decode_hello(buf, &h)) {
         if (tcp >= 0) fd_close(tcp);
         return -1;
     }
@@ -373,11 +336,11 @@ VIP_RETURN serve(Nic *nic, Listener *l, const uint8_t *disc, uint16_t len) {
         return VIP_ERROR_RESOURCE;
     }
     std::string name = handover_name(tcp_nic(nic), l->port, disc, len);
-    int fd = fd_track(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    int fd = util::seqpacket_socket();
     if (fd < 0) return VIP_ERROR_RESOURCE;
     sockaddr_un sa;
-    socklen_t sl = unix_address(name, &sa);
-    if (bind(fd, reinterpret_cast<sockaddr *>(&sa), sl) < 0 || listen(fd, 64) < 0) {
+    socklen_t sl = util::abstract_address(name, &sa);
+    if (sl == 0 || bind(fd, reinterpret_cast<sockaddr *>(&sa), sl) < 0 || listen(fd, 64) < 0) {
         int err = errno;
         fd_close(fd);
         if (err == EADDRINUSE) {
