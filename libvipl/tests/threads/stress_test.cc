@@ -229,7 +229,14 @@ struct Stress {
         }
     }
 
-    bool all_received() { return !senders_running && received_total == sent_total; }
+    // The receiving side's threads are its only callers: an RDMA write is
+    // placed, and acknowledged so that its descriptor completes, only inside
+    // their calls (on tcp).  They go on until every descriptor posted has
+    // completed, not merely until every message arrived: a write that
+    // follows the last send of its connection may reach the socket after that.
+    bool all_done() {
+        return !senders_running && received_total == sent_total && completed_total == posted_total;
+    }
 
     void received(int v, VIP_DESCRIPTOR *d, const char *who) {
         long k = d - rdesc(v, 0);
@@ -258,7 +265,7 @@ struct Stress {
     // Receives of connections 0 and 1 through their shared CQ.
     void cq_receiver(int t) {
         std::string who = tt::fmt("CQ receiver %d", t);
-        for (unsigned n = 0; !all_received() && !late(); ++n) {
+        for (unsigned n = 0; !all_done() && !late(); ++n) {
             VIP_VI_HANDLE vi = nullptr;
             VIP_BOOLEAN recv = VIP_FALSE;
             VIP_RETURN rc = n % 4 == 3 ? VipCQDone(rcq, &vi, &recv) : VipCQWait(rcq, 5, &vi, &recv);
@@ -282,7 +289,7 @@ struct Stress {
     // Receives of connection 2, two threads waiting on the same VI.
     void direct_receiver(int t) {
         std::string who = tt::fmt("receiver %d", t);
-        for (unsigned n = 0; !all_received() && !late(); ++n) {
+        for (unsigned n = 0; !all_done() && !late(); ++n) {
             VIP_DESCRIPTOR *d = nullptr;
             VIP_RETURN rc = n % 4 == 3 ? VipRecvDone(pair[2].b, &d) : VipRecvWait(pair[2].b, 5, &d);
             if (rc == VIP_NOT_DONE || rc == VIP_TIMEOUT) continue;
