@@ -10,9 +10,23 @@
 namespace vipl::shm {
 namespace {
 
-constexpr uint16_t kAwaitAck = kWqProv1;  // completes when the peer consumed up to p0
+constexpr uint16_t kAwaitAck = kWqProv1;  // completes when the peer consumed up to ring_end
 constexpr uint16_t kAwaitResp = kWqProv2; // RDMA read answered through the ring
 constexpr uint16_t kDataMoved = kWqProv3; // RDMA write done, immediate record still to send
+
+// What a send-queue entry's provider words (WqEntry::p0..p2) hold here.
+// The out-ring position past the entry's last record: done once the peer consumed it.
+inline uint64_t &ring_end(WqEntry &e) {
+    return e.p0;
+}
+// The out-ring position of its first record (which record a failure report names).
+inline uint64_t &ring_first(WqEntry &e) {
+    return e.p1;
+}
+// Bytes of it gone into the ring as fragments, or of an RDMA read's answers taken.
+inline uint64_t &moved(WqEntry &e) {
+    return e.p2;
+}
 constexpr uint64_t kNone = UINT64_MAX;
 
 enum class Push { done, blocked };
@@ -32,9 +46,9 @@ bool aligned(const PostedDesc &d, uint32_t align) {
 }
 
 void started(WqEntry &e, uint64_t first_pos, uint64_t end) {
-    if (!(e.flags & kWqStarted)) e.p1 = first_pos;
+    if (!(e.flags & kWqStarted)) ring_first(e) = first_pos;
     e.flags |= kWqStarted;
-    e.p0 = end;
+    ring_end(e) = end;
 }
 
 // The send is in the ring: done now, or once the receiver has consumed it.
@@ -70,22 +84,22 @@ Push push_fragments(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, RecTy
     uint64_t len = d.length;
     uint32_t chunk_max = max_chunk(ep);
     do {
-        uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(len - e.p2, chunk_max));
+        uint32_t chunk = static_cast<uint32_t>(std::min<uint64_t>(len - moved(e), chunk_max));
         uint64_t bytes = sizeof(RecHdr) + sizeof(FragBody) + chunk;
         uint64_t pos = ring_reserve(ep, bytes);
         if (pos == kNone) return Push::blocked;
         auto *b = reinterpret_cast<FragBody *>(ring_record(ep, pos) + 1);
-        b->offset = static_cast<uint32_t>(e.p2);
+        b->offset = static_cast<uint32_t>(moved(e));
         b->total = static_cast<uint32_t>(len);
         b->raddr = d.raddr;
         b->rhandle = d.rhandle;
-        gather(reinterpret_cast<uint8_t *>(b + 1), d.segs, d.nseg, e.p2, chunk);
-        uint16_t flags = (e.p2 == 0 ? kRecFirst : 0) | (e.p2 + chunk == len ? kRecLast : 0) |
-                         (d.imm ? kRecImm : 0);
+        gather(reinterpret_cast<uint8_t *>(b + 1), d.segs, d.nseg, moved(e), chunk);
+        uint16_t flags = (moved(e) == 0 ? kRecFirst : 0) |
+                         (moved(e) + chunk == len ? kRecLast : 0) | (d.imm ? kRecImm : 0);
         ring_publish(ep, pos, bytes, type, flags, chunk, d.imm_data);
         started(e, pos, ep->produced);
-        e.p2 += chunk;
-    } while (e.p2 < len);
+        moved(e) += chunk;
+    } while (moved(e) < len);
     ++vi->counters.PipelineSends;
     pushed(vi, ep, e, reliable_reception(ep));
     return Push::done;
@@ -148,8 +162,8 @@ Push push_rdma_write(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     if (pos == kNone) return Push::blocked;
     ring_publish(ep, pos, sizeof(RecHdr), kRdmaWriteImm, kRecImm, static_cast<uint32_t>(d.length),
                  d.imm_data);
-    e.p1 = pos;
-    e.p0 = ep->produced;
+    ring_first(e) = pos;
+    ring_end(e) = ep->produced;
     pushed(vi, ep, e, reliable_reception(ep));
     return Push::done;
 }
@@ -178,7 +192,7 @@ Push push_rdma_read(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, uint6
     b->req = index;
     ring_publish(ep, pos, bytes, kRdmaReadReq, 0, 0, 0);
     started(e, pos, ep->produced);
-    e.p2 = 0;
+    moved(e) = 0;
     e.flags |= kAwaitResp;
     return Push::done;
 }
@@ -319,7 +333,7 @@ void complete_acked(Vi *vi, Endpoint *ep) {
     WorkQueue &q = vi->sq;
     for (uint64_t i = q.visible; i < q.cursor; ++i) {
         WqEntry &e = q.at(i);
-        if ((e.flags & kAwaitAck) && e.p0 <= c) {
+        if ((e.flags & kAwaitAck) && ring_end(e) <= c) {
             e.flags &= ~kAwaitAck;
             --ep->unacked;
             wq_complete(vi, q, e, status_op_bits(e.op, false), 0);
@@ -333,7 +347,7 @@ void fail_entry_at(Vi *vi, uint64_t pos) {
     for (uint64_t i = q.visible; i < q.cursor; ++i) {
         WqEntry &e = q.at(i);
         if ((e.flags & kWqDone) || !(e.flags & kWqStarted)) continue;
-        if (e.p1 <= pos && pos < e.p0) {
+        if (ring_first(e) <= pos && pos < ring_end(e)) {
             if (e.flags & kAwaitAck) --endpoint(vi)->unacked;
             uint32_t err = e.op == VIP_CONTROL_OP_SENDRECV ? VIP_STATUS_REMOTE_DESC_ERROR
                                                            : VIP_STATUS_RDMA_PROT_ERROR;
@@ -351,7 +365,7 @@ bool read_response(Vi *vi, Endpoint *, const ReadRespBody &resp, const uint8_t *
     const ReadRespBody *b = &resp; // the receiver's copy, read once from the ring
     if (b->req < q.visible || b->req >= q.cursor) return false;
     WqEntry &e = q.at(b->req);
-    if (e.op != VIP_CONTROL_OP_RDMAREAD || !(e.flags & kAwaitResp) || b->offset != e.p2)
+    if (e.op != VIP_CONTROL_OP_RDMAREAD || !(e.flags & kAwaitResp) || b->offset != moved(e))
         return false;
     if (b->status) {
         e.flags &= ~kAwaitResp;
@@ -367,7 +381,7 @@ bool read_response(Vi *vi, Endpoint *, const ReadRespBody &resp, const uint8_t *
         return true;
     }
     scatter(d.segs, d.nseg, b->offset, chunk, len);
-    e.p2 += len;
+    moved(e) += len;
     if (last) {
         e.flags &= ~kAwaitResp;
         wq_complete(vi, q, e, VIP_STATUS_OP_RDMA_READ, b->total);

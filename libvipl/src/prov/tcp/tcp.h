@@ -168,11 +168,22 @@ inline Endpoint *endpoint(Vi *vi) {
     return static_cast<Endpoint *>(vi->prov);
 }
 
-// Entry flags and bookkeeping (WqEntry::p0..p2).
-constexpr uint16_t kAwaitAck = kWqProv1;   // p1 = sequence number
+// Entry flags.
+constexpr uint16_t kAwaitAck = kWqProv1;   // waits for the acknowledgement of ack_seq
 constexpr uint16_t kAwaitResp = kWqProv2;  // an RDMA read waiting for its answer
 constexpr uint16_t kFilling = kWqProv3;    // a receive the current frame is filling
-constexpr uint16_t kAckPending = kWqProv4; // going out; will wait for an ack (p1 = sequence number)
+constexpr uint16_t kAckPending = kWqProv4; // going out; will then wait for ack_seq's ack
+
+// What a send-queue entry's provider words (WqEntry::p0..p2) hold here.
+// The sequence number its acknowledgement names.
+inline uint64_t &ack_seq(WqEntry &e) {
+    return e.p1;
+}
+// The status its frame completes with when the descriptor turned out bad while going
+// out (the frame is padded out with zeros); 0: none.
+inline uint64_t &fault(WqEntry &e) {
+    return e.p2;
+}
 
 // tcp_nic.cc
 VIP_RETURN nic_open(Nic *nic, const char *device);

@@ -94,9 +94,9 @@ void begin_data(Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     }
     f.length = static_cast<uint32_t>(payload);
     e.flags |= kWqStarted;
-    e.p2 = 0;
+    fault(e) = 0;
     if (acked) {
-        e.p1 = ep->ack_next++;
+        ack_seq(e) = ep->ack_next++;
         e.flags |= kAckPending;
     }
     start(ep, Endpoint::kCurData, f, payload);
@@ -200,10 +200,10 @@ int rest(Vi *vi, Endpoint *ep, const PostedDesc *pre, uint64_t pre_index, iovec 
     PostedDesc own{};
     const PostedDesc *d = pre && pre_index == vi->sq.cursor ? pre : &own;
     uint32_t err = 0;
-    if (d == &own && !e.p2)
+    if (d == &own && !fault(e))
         err = parse_descriptor(vi, e.desc, false, own, segs, vi->nic->attrs.MaxSegmentsPerDesc);
-    if (err || e.p2 || d->length + kFrameHeader != ep->tx_total) {
-        if (!e.p2) e.p2 = err ? err : VIP_STATUS_PROTECTION_ERROR;
+    if (err || fault(e) || d->length + kFrameHeader != ep->tx_total) {
+        if (!fault(e)) fault(e) = err ? err : VIP_STATUS_PROTECTION_ERROR;
         iov[n++] = iovec{const_cast<uint8_t *>(kZeros), std::min<uint64_t>(left, sizeof kZeros)};
         return n;
     }
@@ -222,8 +222,8 @@ void frame_done(Vi *vi, Endpoint *ep) {
     WorkQueue &q = vi->sq;
     WqEntry &e = q.at(q.cursor);
     ++q.cursor;
-    if (e.p2) {
-        wq_complete(vi, q, e, static_cast<uint32_t>(e.p2) | status_op_bits(e.op, false), 0);
+    if (fault(e)) {
+        wq_complete(vi, q, e, static_cast<uint32_t>(fault(e)) | status_op_bits(e.op, false), 0);
         return;
     }
     if (e.op == VIP_CONTROL_OP_RDMAREAD) {
@@ -416,7 +416,7 @@ bool acked(Vi *vi, Endpoint *ep, uint64_t upto) {
     WorkQueue &q = vi->sq;
     for (uint64_t i = q.visible; i < q.cursor && ep->awaiting; ++i) {
         WqEntry &e = q.at(i);
-        if ((e.flags & kAwaitAck) && e.p1 < upto) {
+        if ((e.flags & kAwaitAck) && ack_seq(e) < upto) {
             e.flags &= ~kAwaitAck;
             --ep->awaiting;
             wq_complete(vi, q, e, status_op_bits(e.op, false), 0);
@@ -433,7 +433,7 @@ bool remote_error(Vi *vi, Endpoint *ep, uint64_t seq, uint32_t code) {
         WorkQueue &q = vi->sq;
         for (uint64_t i = q.visible; i < q.cursor; ++i) {
             WqEntry &e = q.at(i);
-            if (!(e.flags & kAwaitAck) || e.p1 != seq) continue;
+            if (!(e.flags & kAwaitAck) || ack_seq(e) != seq) continue;
             e.flags &= ~kAwaitAck;
             --ep->awaiting;
             uint32_t err = e.op == VIP_CONTROL_OP_SENDRECV ? VIP_STATUS_REMOTE_DESC_ERROR
