@@ -85,8 +85,9 @@ TEST_CASE("spin recovery (fresh process)", "[.][threads-spin-recovery]") {
     INFO("client spin wins: " << slow_tail << " in the last " << kSlow / 2 << " late answers, "
                               << fast << " in " << kFast << " quick ones");
     CHECK(slow_tail <= kSlow / 20); // it had stopped spinning (or its spinning failed)
-    // Without a way back it stays near 0; even a loaded host lets hundreds win.
-    CHECK(fast >= kFast / 20);
+    // Without a way back it stays near 0; a quiet host lets most win, one whose two
+    // CPUs other work shares (the test suite beside a build) still over a hundred.
+    CHECK(fast >= kFast / 50);
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
 }
