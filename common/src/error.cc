@@ -54,4 +54,20 @@ std::error_code make_vip_error(int vip_return) noexcept {
     return {vip_return, vipl_category()};
 }
 
+std::error_code make_socket_error(int vip_return) noexcept {
+    switch (vip_return) {
+    case VIP_TIMEOUT:
+        return std::make_error_code(std::errc::timed_out);
+    case VIP_INTERRUPTED:
+        return std::make_error_code(std::errc::interrupted);
+    case VIP_REJECT:
+    case VIP_NO_MATCH:
+        return std::make_error_code(std::errc::connection_refused);
+    case VIP_NOT_REACHABLE:
+        return std::make_error_code(std::errc::host_unreachable);
+    default:
+        return make_vip_error(vip_return);
+    }
+}
+
 } // namespace vipl

@@ -118,9 +118,7 @@ Stream Listener::accept(Deadline deadline, std::error_code &ec) {
             VipConnectWait(impl_->nic->handle(), detail::as_address(impl_->net_address),
                            timeout_ms(deadline), detail::as_address(remote), &ra, &conn);
         if (rc != VIP_SUCCESS) {
-            ec = rc == VIP_TIMEOUT       ? std::make_error_code(std::errc::timed_out)
-                 : rc == VIP_INTERRUPTED ? std::make_error_code(std::errc::interrupted)
-                                         : make_vip_error(rc);
+            ec = make_socket_error(rc);
             return {};
         }
         // VIPL wants equal MaxTransferSize on both VIs: the connecting side's wins.

@@ -72,27 +72,12 @@ Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
     VIP_VI_ATTRIBUTES ra;
     VIP_RETURN rc = VipConnectRequest(impl->vi, detail::as_address(local),
                                       detail::as_address(remote), timeout_ms(deadline), &ra);
-    switch (static_cast<int>(rc)) {
-    case VIP_SUCCESS:
+    if (rc == VIP_SUCCESS) {
         detail::vi_ends(impl->vi, uri, false, &impl->local, &impl->peer);
         impl->start();
         return Stream(std::move(impl));
-    case VIP_NO_MATCH:
-    case VIP_REJECT:
-        ec = std::make_error_code(std::errc::connection_refused);
-        break;
-    case VIP_TIMEOUT:
-        ec = std::make_error_code(std::errc::timed_out);
-        break;
-    case VIP_INTERRUPTED:
-        ec = std::make_error_code(std::errc::interrupted);
-        break;
-    case VIP_NOT_REACHABLE:
-        ec = std::make_error_code(std::errc::host_unreachable);
-        break;
-    default:
-        ec = make_vip_error(rc);
     }
+    ec = make_socket_error(rc);
     return {};
 }
 

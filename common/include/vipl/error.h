@@ -16,4 +16,10 @@ const std::error_category &vipl_category() noexcept;
 // An error_code for a VIP_RETURN value (VIP_SUCCESS gives the empty error_code).
 std::error_code make_vip_error(int vip_return) noexcept;
 
+// The same, but the outcomes a socket program knows by name come in the generic
+// category, as a socket call would give them: VIP_TIMEOUT timed_out, VIP_INTERRUPTED
+// interrupted, VIP_REJECT and VIP_NO_MATCH connection_refused, VIP_NOT_REACHABLE
+// host_unreachable.  What streams and listeners return.
+std::error_code make_socket_error(int vip_return) noexcept;
+
 } // namespace vipl
