@@ -30,8 +30,26 @@ std::string where(uint16_t port) {
     return "vipl+shm://127.0.0.1:" + std::to_string(port);
 }
 
+// A peer that streams by whole messages, put or got one at a time, the last one
+// answered by a byte.
+class MessagePeer : public Peer {
+public:
+    void stream_out(uint64_t size, long n) override {
+        for (long k = 0; k < n; ++k) put(size);
+        get(1);
+    }
+    void stream_in(uint64_t size, long n) override {
+        for (long k = 0; k < n; ++k) get(size);
+        put(1);
+    }
+
+protected:
+    virtual void put(uint64_t size) = 0;
+    virtual void get(uint64_t size) = 0;
+};
+
 // The blocking calls, as the interposer makes them.
-class StreamPeer : public Peer {
+class StreamPeer : public MessagePeer {
 public:
     StreamPeer(vipl::Stream s, uint64_t max) : s_(std::move(s)), buf_(std::max<uint64_t>(max, 1)) {}
     ~StreamPeer() override { s_.close(vipl::deadline_in(std::chrono::seconds(5))); }
@@ -43,21 +61,13 @@ public:
         get(size);
         put(size);
     }
-    void stream_out(uint64_t size, long n) override {
-        for (long k = 0; k < n; ++k) put(size);
-        get(1);
-    }
-    void stream_in(uint64_t size, long n) override {
-        for (long k = 0; k < n; ++k) get(size);
-        put(1);
-    }
     Counters counters() override {
         vipl::StreamCounters c = s_.counters();
         return {c.doorbells, c.spin_wins, c.sleeps};
     }
 
 private:
-    void put(uint64_t size) {
+    void put(uint64_t size) override {
         size_t n = std::max<uint64_t>(size, 1), done = 0;
         std::error_code ec;
         while (done < n) {
@@ -65,7 +75,7 @@ private:
             if (ec && ec != std::errc::interrupted) fail("stream write: %s", ec.message().c_str());
         }
     }
-    void get(uint64_t size) {
+    void get(uint64_t size) override {
         size_t n = std::max<uint64_t>(size, 1), done = 0;
         std::error_code ec;
         while (done < n) {
@@ -81,20 +91,12 @@ private:
 };
 
 // Asio's composed operations over an AsioStream, one io_context run per exchange.
-class AsioPeer : public Peer {
+class AsioPeer : public MessagePeer {
 public:
     AsioPeer(vipl::Stream s, uint64_t max)
         : s_(ioc_, std::move(s)), buf_(std::max<uint64_t>(max, 1)) {}
     void ping(uint64_t size) override { exchange(size, true); }
     void pong(uint64_t size) override { exchange(size, false); }
-    void stream_out(uint64_t size, long n) override {
-        for (long k = 0; k < n; ++k) put(size);
-        get(1);
-    }
-    void stream_in(uint64_t size, long n) override {
-        for (long k = 0; k < n; ++k) get(size);
-        put(1);
-    }
 
 private:
     static void check(const boost::system::error_code &ec, const char *what) {
@@ -124,12 +126,12 @@ private:
             boost::asio::async_read(s_, buf, second);
         run();
     }
-    void put(uint64_t size) {
+    void put(uint64_t size) override {
         boost::asio::async_write(s_, boost::asio::buffer(buf_.data(), std::max<uint64_t>(size, 1)),
                                  [&](auto ec, size_t) { check(ec, "async_write"); });
         run();
     }
-    void get(uint64_t size) {
+    void get(uint64_t size) override {
         boost::asio::async_read(s_, boost::asio::buffer(buf_.data(), std::max<uint64_t>(size, 1)),
                                 [&](auto ec, size_t) { check(ec, "async_read"); });
         run();
