@@ -7,7 +7,6 @@
 #include "core/log.h"
 #include "core/vi.h"
 #include "prov/shm/shm.h"
-#include "prov/util/endpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -214,7 +213,12 @@ void disconnect(Vi *vi) {
 }
 
 void vi_destroy(Vi *vi) {
-    util::destroy_endpoint<Endpoint>(vi, disconnect);
+    Endpoint *ep = endpoint(vi);
+    if (!ep) return;
+    disconnect(vi);
+    ep->~Endpoint();
+    object_free(ep, sizeof(Endpoint), vi->shareable);
+    vi->prov = nullptr;
 }
 
 void hold_endpoint(Vi *vi, Endpoint *ep) {

@@ -8,7 +8,6 @@
 #include "core/log.h"
 #include "core/vi.h"
 #include "prov/tcp/tcp.h"
-#include "prov/util/endpoint.h"
 
 #include <cerrno>
 #include <cstring>
@@ -175,7 +174,12 @@ void abandon(Vi *vi) {
 }
 
 void vi_destroy(Vi *vi) {
-    util::destroy_endpoint<Endpoint>(vi, disconnect);
+    Endpoint *ep = endpoint(vi);
+    if (!ep) return;
+    disconnect(vi);
+    ep->~Endpoint();
+    object_free(ep, sizeof(Endpoint), vi->shareable);
+    vi->prov = nullptr;
 }
 
 void connection_lost(Vi *vi, Endpoint *ep, VIP_ERROR_CODE code) {
