@@ -205,6 +205,8 @@ void Stream::Impl::teardown() noexcept {
 
 void Stream::Impl::release_local() noexcept {
     // Not our last word on the mutex: nobody holds it here (it lives in the mapping).
+    if (watched) detail::census_forget(&st->census);
+    watched = false;
     if (mem) munmap(mem, mem_size);
     mem = nullptr;
     st = nullptr;

@@ -32,9 +32,11 @@
 // Locking: a private stream is used by one thread at a time and takes no lock.  A
 // shareable stream's State is guarded by a process-shared robust mutex, taken by every
 // public call (Guard) and never held while sleeping; a holder that died holding it
-// breaks the stream for everyone (poisoned).
+// breaks the stream for everyone (poisoned).  While one single-threaded process holds
+// it, a store stands for the mutex (census.h, stream_share.cc).
 #pragma once
 
+#include "census.h"
 #include "frame.h"
 #include "nic.h"
 #include "ring.h"
@@ -89,10 +91,12 @@ struct Stream::Impl {
 
     // Everything the holders of a shareable stream share, at the start of its mapping.
     struct State {
-        pthread_mutex_t mu;    // shareable streams only (robust, process-shared)
-        bool poisoned = false; // a holder died holding mu: queues may be half-changed
-        uint64_t version = 0;  // bumped by every change a sleeping waiter may wait for
-        uint32_t asleep = 0;   // bit i: sleeper[i] is taken
+        pthread_mutex_t mu;            // shareable streams only (robust, process-shared)
+        detail::Census census;         // who holds it: one holder takes sole sections
+        std::atomic<uint64_t> sole{0}; // the holder token of a sole section in progress
+        bool poisoned = false;         // a holder died holding mu: queues may be half-changed
+        uint64_t version = 0;          // bumped by every change a sleeping waiter may wait for
+        uint32_t asleep = 0;           // bit i: sleeper[i] is taken
         Sleeper sleeper[kSleepSlots];
 
         // Receive side.
@@ -158,6 +162,11 @@ struct Stream::Impl {
     };
     void lock_shared();
     void unlock_shared();
+    // A sole section (census.h): the mark first, then the look, so that a fork from a
+    // signal handler between the two leaves the child a mark to wait out.
+    bool enter_sole();
+    // With the mutex held: waits out a sole section begun before a fork or a thread.
+    void wait_sole_end();
     // A holder died with the lock held: the stream breaks for every holder.
     void poison();
     // Marks a change a sleeping waiter may wait for (unlock wakes the sleepers).
@@ -306,6 +315,7 @@ struct Stream::Impl {
     int kick_fd[kSleepSlots] = {-1, -1, -1, -1, -1, -1, -1, -1}; // shareable: sleeper slots
     int gone_r = -1, gone_w = -1;      // shareable: a pipe whose write end every holder keeps
     uint64_t version_seen = 0;         // st->version when the lock was taken
+    bool watched = false;              // st->census is in this process's fork registry
     uint64_t state_looked = 0;         // coarse clock of the last look at the VI state
     std::atomic<bool> fd_given{false}; // fd() was handed out: keep it truthful (this process)
     int owner_pid = 0;                 // the process that made the stream (owns its NIC)

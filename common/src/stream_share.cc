@@ -30,8 +30,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -81,6 +83,9 @@ std::error_code Stream::Impl::init_shared() {
     int r = pthread_mutex_init(&st->mu, &a);
     pthread_mutexattr_destroy(&a);
     if (r != 0) return std::error_code(r, std::generic_category());
+    st->census.reset(detail::holder_token());
+    detail::census_watch(&st->census);
+    watched = true;
     for (int &fd : kick_fd) {
         fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (fd < 0) return std::error_code(errno, std::generic_category());
@@ -92,17 +97,60 @@ std::error_code Stream::Impl::init_shared() {
     return {};
 }
 
+bool Stream::Impl::enter_sole() {
+    State &t = *st;
+    if (!__libc_single_threaded) return false;
+    uint64_t me = detail::holder_token();
+    if (!t.census.only(me)) return false;
+    t.sole.store(me, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    // The mutex must be free too: a holder that just left may still be finishing.
+    if (t.census.only(me) && __atomic_load_n(&t.mu.__data.__lock, __ATOMIC_ACQUIRE) == 0)
+        return true;
+    t.sole.store(0, std::memory_order_release);
+    return false;
+}
+
+void Stream::Impl::wait_sole_end() {
+    State &t = *st;
+    // Sole sections are short (never held while sleeping): spin, then yield, and now
+    // and then ask whether the holder lives.  One that died in it leaves the queues as
+    // a robust owner's death does.
+    for (unsigned i = 0;; ++i) {
+        uint64_t h = t.sole.load(std::memory_order_acquire);
+        if (!h) return;
+        if (i < 200) {
+            Spin::relax();
+            continue;
+        }
+        sched_yield();
+        if (i % 1024 == 0 && h != detail::holder_token() && !detail::holder_alive(h) &&
+            t.sole.compare_exchange_strong(h, 0, std::memory_order_acq_rel)) {
+            poison();
+            return;
+        }
+    }
+}
+
 void Stream::Impl::lock_shared() {
-    int r = pthread_mutex_lock(&st->mu);
-    if (r == EOWNERDEAD) {
-        pthread_mutex_consistent(&st->mu);
-        poison();
+    if (!enter_sole()) {
+        int r = pthread_mutex_lock(&st->mu);
+        if (r == EOWNERDEAD) {
+            pthread_mutex_consistent(&st->mu);
+            poison();
+        }
+        wait_sole_end();
     }
     version_seen = st->version;
 }
 
 void Stream::Impl::unlock_shared() {
     if (st->version != version_seen && st->asleep) wake_sleepers();
+    // Only this process writes its token there, and only with one thread.
+    if (st->sole.load(std::memory_order_relaxed) == detail::holder_token()) {
+        st->sole.store(0, std::memory_order_release);
+        return;
+    }
     pthread_mutex_unlock(&st->mu);
 }
 
@@ -190,6 +238,10 @@ void Stream::Impl::leave() noexcept {
     VipDestroyVi(vi);
     vi = nullptr;
     vi_fd = -1; // closed by libvipl
+    // Still under the lock: the holders that stay may take sole sections once it goes.
+    st->census.remove(detail::holder_token());
+    detail::census_forget(&st->census);
+    watched = false;
     unlock_shared();
     ::close(gone_w);
     gone_w = -1;

@@ -129,6 +129,47 @@ TEST_CASE("shareable: parent and child write at once; every write stays contiguo
     CHECK(got->records[2].load() == kRecords);
 }
 
+TEST_CASE("shareable: alone again after each child left, the parent shares anew with the "
+          "next; every write stays contiguous") {
+    // A lone holder's calls take the stream's lock as a store (census.h): each fork must
+    // bring the real lock back, each child's close must leave the parent alone again.
+    std::string base = CT_PROVIDER();
+    INFO(base);
+    auto l = ct::bind_free(base, ct::shareable());
+    const uint32_t kRounds = 3, kEach = 120, kAlone = 40;
+    ct::Shared<ct::RecordCounts> got;
+    int peer = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
+        int rc = ct::read_records(s, *got);
+        return rc ? rc : s.close(deadline_in(5s)) ? 30 : 0;
+    });
+    auto s = ct::accept_one(l);
+    std::mt19937 rng(7);
+    uint32_t seq = 0; // the parent's records, numbered across the rounds
+    auto mine = [&](uint32_t n) {
+        for (uint32_t i = 0; i < n; ++i)
+            if (!ct::write_record(s, 1, seq++, 1 + rng() % (64 * 1024))) return false;
+        return true;
+    };
+    for (uint32_t r = 0; r < kRounds; ++r) {
+        CHECK(!s.shared_with_others());
+        int child = ct::spawn([&] {
+            std::mt19937 crng(100 + r);
+            for (uint32_t i = 0; i < kEach; ++i)
+                if (!ct::write_record(s, 2 + r, i, 1 + crng() % (64 * 1024))) return 40;
+            return s.close(deadline_in(5s)) ? 41 : 0;
+        });
+        CHECK(mine(kEach));
+        CHECK(ct::wait_child(child) == 0);
+        CHECK(mine(kAlone)); // alone again
+    }
+    CHECK(!s.close(deadline_in(10s)));
+    CHECK(ct::wait_child(peer) == 0);
+    INFO(got->error);
+    CHECK(got->bad.load() == 0);
+    CHECK(got->records[1].load() == kRounds * (kEach + kAlone));
+    for (uint32_t r = 0; r < kRounds; ++r) CHECK(got->records[2 + r].load() == kEach);
+}
+
 TEST_CASE("shareable: parent and child read at once; each byte goes to one of them") {
     std::string base = CT_PROVIDER();
     INFO(base);

@@ -129,7 +129,7 @@ public:
             v.spin_outcome(won());
     }
 
-private:
+    // One pause of a spin loop: lets the sibling hardware thread run.
     static void relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -137,6 +137,8 @@ private:
         asm volatile("yield");
 #endif
     }
+
+private:
     // Yields the CPU; whether another task ran meanwhile (the yield took a while).
     static bool yield_ran_other() noexcept;
 

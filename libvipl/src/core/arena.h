@@ -5,6 +5,8 @@
 // CQs) and everything they own live here.
 #pragma once
 
+#include "core/token.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -24,18 +26,5 @@ bool is_shared(const void *p);
 // Zeroed allocation from the arena or the heap.
 void *object_alloc(size_t bytes, bool shared);
 void object_free(void *p, size_t bytes, bool shared);
-
-// This process, as distinct from every other (pids are reused): made anew in
-// a fork child.
-extern std::atomic<uint64_t> g_self_token;
-uint64_t self_token_first();
-inline uint64_t self_token() {
-    uint64_t t = g_self_token.load(std::memory_order_relaxed);
-    return t ? t : self_token_first();
-}
-void renew_self_token();
-// A token for another process (a fork child about to be), and taking it.
-uint64_t new_token();
-void set_self_token(uint64_t t);
 
 } // namespace vipl

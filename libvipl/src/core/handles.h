@@ -35,6 +35,11 @@ struct Holders {
     std::atomic<uint64_t> token[kMax];
     std::atomic<int32_t> pid[kMax];
     std::atomic<uint32_t> epoch; // bumped when the set is reset
+    // The census (mutex.h): one load tells a holder whether it is the only
+    // one, which lets its lock skip the locked instructions.  Every place
+    // taken or freed changes it, after the place itself.
+    std::atomic<uint64_t> census{0};
+    void census_change(uint64_t t, int d);
 
     bool has(uint64_t t) const;
     // Adds t (pid p; 0 while a fork child does not know its pid yet); when
@@ -51,7 +56,14 @@ struct Holders {
     int live_others(uint64_t t);
     // Frees the places of holders other than t that are gone.
     void reap(uint64_t t);
+    // Whether the holder t (in the set or not) is a live process.
+    bool alive(uint64_t t) const;
 };
+
+// Holders::alive for a lock's SoleSet.
+inline bool holders_alive(const void *set, uint64_t token) {
+    return static_cast<const Holders *>(set)->alive(token);
+}
 
 // Makes this process recognisable as alive to other holders (an abstract
 // socket named after its token, closed by exit, kill and exec alike).
@@ -303,7 +315,8 @@ private:
             if (!mem) return nullptr;
             obj = new (mem) T();
             obj->holders = new (static_cast<char *>(mem) + kHoldersAt) Holders();
-            if constexpr (HasLock<T>) obj->lock.make_robust();
+            if constexpr (HasLock<T>)
+                obj->lock.make_robust({&obj->holders->census, holders_alive, obj->holders});
         }
         if constexpr (HasLock<T>) obj->lock.lock();
         return obj;

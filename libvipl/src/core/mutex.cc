@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -43,7 +44,7 @@ void Mutex::wake() {
 
 namespace vipl {
 
-void Mutex::make_robust() {
+void Mutex::make_robust(SoleSet sole) {
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -51,7 +52,29 @@ void Mutex::make_robust() {
     pthread_mutex_init(&pm_, &a);
     pthread_mutexattr_destroy(&a);
     died_ = false;
+    sole_.store(0, std::memory_order_relaxed);
+    set_ = sole;
+    census_ = sole.census;
     robust_ = true;
+}
+
+void Mutex::wait_sole_end() {
+    // A sole section is short (the library never sleeps holding a lock): spin,
+    // then give the CPU away, and now and then ask whether its holder lives.
+    for (unsigned i = 0;; ++i) {
+        uint64_t t = sole_.load(std::memory_order_acquire);
+        if (!t) return;
+        if (i < 200) {
+            cpu_relax();
+            continue;
+        }
+        sched_yield();
+        if (i % 1024 == 0 && t != self_token() && set_.alive && !set_.alive(set_.set, t) &&
+            sole_.compare_exchange_strong(t, 0, std::memory_order_acq_rel)) {
+            died_ = true;
+            return;
+        }
+    }
 }
 
 void Mutex::lock_robust() {
@@ -63,6 +86,7 @@ void Mutex::lock_robust() {
         died_ = true;
         pthread_mutex_consistent(&pm_);
     }
+    wait_sole_end();
     errno = saved;
 }
 
@@ -73,6 +97,16 @@ bool Mutex::try_lock_robust() {
         died_ = true;
         pthread_mutex_consistent(&pm_);
         rc = 0;
+    }
+    if (rc == 0 && sole_.load(std::memory_order_acquire)) {
+        // A sole section is in progress: as good as held.  Unless its holder died in it.
+        uint64_t t = sole_.load(std::memory_order_acquire);
+        if (t && (t == self_token() || !set_.alive || set_.alive(set_.set, t))) {
+            pthread_mutex_unlock(&pm_);
+            rc = EBUSY;
+        } else if (t && sole_.compare_exchange_strong(t, 0, std::memory_order_acq_rel)) {
+            died_ = true;
+        }
     }
     errno = saved;
     return rc == 0;

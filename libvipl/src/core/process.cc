@@ -174,6 +174,7 @@ bool Holders::add(uint64_t t, int32_t p) {
             // one until the pid is stored.
             if (token[i].compare_exchange_strong(free, t, std::memory_order_acq_rel)) {
                 pid[i].store(p, std::memory_order_release);
+                census_change(t, 1);
                 return true;
             }
         }
@@ -198,16 +199,20 @@ void Holders::reap(uint64_t t) {
         int32_t p = pid[i].load(std::memory_order_acquire);
         // A pending child (pid 0) is left alone here: others_alive waits for it.
         if (k && k != t && p > 0 && !holder_alive(k, p) &&
-            token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel))
+            token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel)) {
             pid[i].store(0, std::memory_order_release);
+            census_change(k, -1);
+        }
     }
 }
 
 void Holders::remove(uint64_t t) {
     for (int i = 0; i < kMax; ++i) {
         uint64_t want = t;
-        if (token[i].compare_exchange_strong(want, 0, std::memory_order_acq_rel))
+        if (token[i].compare_exchange_strong(want, 0, std::memory_order_acq_rel)) {
             pid[i].store(0, std::memory_order_release);
+            census_change(t, -1);
+        }
     }
 }
 
@@ -219,7 +224,26 @@ void Holders::reset(uint64_t t, int32_t p) {
     }
     pid[0].store(p, std::memory_order_relaxed);
     token[0].store(t, std::memory_order_release);
+    census.store(sole_census(t), std::memory_order_release);
     epoch.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void Holders::census_change(uint64_t t, int d) {
+    uint64_t c = census.load(std::memory_order_acquire);
+    for (;;) {
+        uint64_t n = (static_cast<uint64_t>(static_cast<int64_t>(c >> 56) + d) << 56) |
+                     ((c ^ t) & kCensusTokenBits);
+        if (census.compare_exchange_weak(c, n, std::memory_order_acq_rel)) return;
+    }
+}
+
+bool Holders::alive(uint64_t t) const {
+    int32_t p = 0;
+    for (int i = 0; i < kMax; ++i)
+        if (token[i].load(std::memory_order_acquire) == t)
+            p = pid[i].load(std::memory_order_acquire);
+    // A pending fork child (pid 0) has no sole sections yet: only its mark can answer.
+    return holder_alive(t, p);
 }
 
 bool Holders::others_alive(uint64_t t) {
@@ -237,10 +261,12 @@ int Holders::live_others(uint64_t t) {
             usleep(1000);
             p = pid[i].load(std::memory_order_acquire);
         }
-        if (p > 0 && holder_alive(k, p))
+        if (p > 0 && holder_alive(k, p)) {
             ++alive;
-        else if (token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel))
+        } else if (token[i].compare_exchange_strong(k, 0, std::memory_order_acq_rel)) {
             pid[i].store(0, std::memory_order_release);
+            census_change(k, -1);
+        }
     }
     return alive;
 }
