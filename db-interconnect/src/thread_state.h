@@ -21,7 +21,7 @@ struct ThreadState {
     uint32_t interrupts_no_restart = 0; // of which without SA_RESTART
 };
 
-extern thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+extern constinit thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
 
 inline uintptr_t stack_here() {
     return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));

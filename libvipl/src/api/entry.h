@@ -11,7 +11,7 @@
 
 namespace vipl {
 
-extern thread_local int t_api_depth __attribute__((tls_model("initial-exec")));
+extern constinit thread_local int t_api_depth __attribute__((tls_model("initial-exec")));
 
 class ApiScope {
 public:

@@ -15,7 +15,7 @@
 
 namespace vipl {
 
-thread_local int t_api_depth __attribute__((tls_model("initial-exec"))) = 0;
+constinit thread_local int t_api_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 static void default_attributes(Nic *nic) {
     const Config &c = config();
