@@ -302,7 +302,7 @@ SpinBudget Stream::spin_budget() const noexcept {
 }
 
 void Stream::spin_outcome(bool won) noexcept {
-    if (is_open()) VipViSpinOutcome(impl_->vi, won ? VIP_TRUE : VIP_FALSE);
+    if (is_open()) impl_->spin_outcome(won);
 }
 
 StreamCounters Stream::counters() const noexcept {

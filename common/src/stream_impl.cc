@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -519,12 +520,35 @@ void Stream::Impl::post_control() {
 
 SpinBudget Stream::Impl::spin_budget() const {
     VIP_SPIN_BUDGET b{};
-    if (!vi || !opt.spin_us ||
-        VipViSpinBudget(vi, static_cast<VIP_UINT64>(opt.spin_us) * 1000, &b) != VIP_SUCCESS)
+    if (!vi || !opt.spin_us) return {};
+    // Threads would race for the remembered answer: they ask every time.
+    bool reuse = __libc_single_threaded;
+    Clock::time_point now{};
+    if (reuse) {
+        now = Clock::now();
+        if (now < budget_until_) return budget_;
+    }
+    if (VipViSpinBudget(vi, static_cast<VIP_UINT64>(opt.spin_us) * 1000, &b) != VIP_SUCCESS)
         return {};
     // No time with the peer's CPU known: the peer waits on this CPU (vipl_ext.h).
-    return {std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery),
-            b.Nanoseconds == 0 && b.PeerCpuKnown};
+    SpinBudget r{std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery),
+                 b.Nanoseconds == 0 && b.PeerCpuKnown};
+    if (reuse && won_last_) {
+        budget_ = r;
+        budget_until_ = now + kBudgetReuse;
+    }
+    return r;
+}
+
+void Stream::Impl::spin_outcome(bool won) {
+    if (!vi) return;
+    bool reuse = __libc_single_threaded;
+    // A win after a win changes nothing in the policy (its misses are at 0 already).
+    if (reuse && won && won_last_) return;
+    VipViSpinOutcome(vi, won ? VIP_TRUE : VIP_FALSE);
+    // A miss changes the budget, and a win after misses restores it: ask again.
+    budget_until_ = {};
+    won_last_ = won;
 }
 
 short Stream::Impl::events() const {

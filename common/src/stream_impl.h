@@ -193,8 +193,13 @@ struct Stream::Impl {
     // to_read: the caller waits for the peer's data only (see arm_events).
     template <class Done>
     std::error_code wait_until(Done &&done, Deadline deadline, bool to_read = false);
-    // What the VI's spin policy allows a waiter now.
+    // What the VI's spin policy allows a waiter now, and how a spin ended (libvipl's
+    // policy, vipl/spin.h).  In a process with one thread, while spins keep winning, the
+    // policy is asked at most every kBudgetReuse and wins after a win are not told: in a
+    // steady exchange neither changes anything, and each is a library call per message.
     SpinBudget spin_budget() const;
+    void spin_outcome(bool won);
+    static constexpr std::chrono::microseconds kBudgetReuse{250};
     // Sets or clears the readiness eventfd behind fd() to match the state.
     void update_ready();
     bool readable() const {
@@ -313,10 +318,13 @@ struct Stream::Impl {
     int ep_fd = -1; // fd() with ready_fd: epoll of {vi_fd, ev_fd}
     int ev_fd = -1; // readable while data, end of stream or an error waits in the stream
     int kick_fd[kSleepSlots] = {-1, -1, -1, -1, -1, -1, -1, -1}; // shareable: sleeper slots
-    int gone_r = -1, gone_w = -1;      // shareable: a pipe whose write end every holder keeps
-    uint64_t version_seen = 0;         // st->version when the lock was taken
-    bool watched = false;              // st->census is in this process's fork registry
-    uint64_t state_looked = 0;         // coarse clock of the last look at the VI state
+    int gone_r = -1, gone_w = -1; // shareable: a pipe whose write end every holder keeps
+    uint64_t version_seen = 0;    // st->version when the lock was taken
+    bool watched = false;         // st->census is in this process's fork registry
+    uint64_t state_looked = 0;    // coarse clock of the last look at the VI state
+    mutable SpinBudget budget_;   // the policy's last answer (spin_budget)
+    mutable Clock::time_point budget_until_{}; // reused until then
+    bool won_last_ = false;                    // the last outcome told was a win
     std::atomic<bool> fd_given{false}; // fd() was handed out: keep it truthful (this process)
     int owner_pid = 0;                 // the process that made the stream (owns its NIC)
 
@@ -355,11 +363,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
                 },
                 deadline);
             lock();
-            struct Outcome {
-                VIP_VI_HANDLE vi;
-                void spin_outcome(bool won) { VipViSpinOutcome(vi, won ? VIP_TRUE : VIP_FALSE); }
-            } outcome{vi};
-            spin.report(outcome, got, got);
+            spin.report(*this, got, got);
             if (got) st->stats.spin_wins++;
             // A shareable stream's state may have moved since the look (another holder
             // took the lock): look again, and keep the lock until this one sleeps.
