@@ -234,8 +234,8 @@ static bool probe_now() {
 // time since the last look went by runnable but not running (the run delay of
 // /proc/thread-self/schedstat), looked at every 2 ms at most (the look costs
 // three system calls).  A spinner there takes the CPU from work that would
-// run in its place (a database node with more processes than CPUs), so the
-// waiter sleeps at once instead, as a socket reader does.  No /proc: never.
+// run in its place (a database node with more processes than CPUs): spin_plan
+// then gives no longer spin for a peer at work.  No /proc: never.
 static bool cpu_contended() {
     struct Look {
         uint64_t next = 0, at = 0, delay = 0;
@@ -264,8 +264,7 @@ static bool cpu_contended() {
 }
 
 // How long to spin before sleeping.  None when the peer waits on this very
-// CPU (it could not run to answer), nor while other tasks wait for this CPU
-// (cpu_contended).  Spinning that keeps failing shrinks
+// CPU (it could not run to answer).  Spinning that keeps failing shrinks
 // (the peer answers slower than the budget, or shares the CPU unseen; not a
 // peer at work on the VI, below): the
 // budget halves per miss, down to nothing after 10.  Then a probe now and
@@ -294,7 +293,11 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
         if (l.handoff_misses >= kHandoffMissesMax && !probe_now()) plan.peer_cpu_known = false;
         return plan;
     }
-    if (cpu_contended()) return SpinPlan{};
+    // While other tasks wait for this CPU, a peer at work earns no longer spin (below):
+    // a caller whose peer takes longer than the budget leaves the CPU to the tasks
+    // waiting for it.  Spins that win go on (a server whose next request comes within
+    // the budget: no wake-up to pay), spins that miss shrink as anywhere.
+    bool contended = cpu_contended();
     // A peer at work on the connection (not asleep on it) answers or gives room soon: a
     // reader copying out what a writer waits to add to, a server working on a request.
     // Four times the budget, whatever single misses taught: a sleep and a wake-up across
@@ -304,7 +307,7 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     // something else (a server's client between two requests) is spun for as any other.
     // A peer asleep on the connection waits for us.
     l.planned_busy = vi->prov && ops->peer_busy(vi);
-    if (l.planned_busy && l.busy_misses < kBusyMissesMax) {
+    if (l.planned_busy && l.busy_misses < kBusyMissesMax && !contended) {
         ns *= kBusyPeerFactor;
     } else if (l.spin_misses >= kSpinMissesMax) {
         if (!probe_now()) return SpinPlan{};
