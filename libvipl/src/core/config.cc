@@ -34,7 +34,7 @@ const Row kRows[] = {
     ROW("LOG_LEVEL", "warn", level, log_level, 0, 3, "error, warn, info or debug"),
     ROW("SPIN_US", "20", u32, spin_us, 0, 1000000,
         "microseconds a blocking call spins before it sleeps (0: sleep at once); no spinning "
-        "when the peer runs on the same CPU or while other tasks wait for this one"),
+        "when the peer runs on the same CPU"),
     ROW("COPY_THRESHOLD", "512", u32, copy_threshold, 0, 65536,
         "sends of at most this many bytes use COPY-SEND-COPY through the ring, larger ones "
         "SEND-GET (single copy by the receiver)"),
