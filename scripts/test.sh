@@ -2,7 +2,8 @@
 # Installs what is missing, builds everything and runs every test.
 # The last lines are ctest's summary ("100% tests passed, 0 tests failed out of N"),
 # then one line for the container part (docker/test.sh: passed, failed, or skipped and
-# what is missing), and one more when the ThreadSanitizer run below failed.
+# what is missing), and one more when a sanitizer run below (ThreadSanitizer; Address
+# and UndefinedBehaviorSanitizer) failed.
 # VIPL_TEST_DOCKER=0 leaves the container part out (said so on that line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,28 @@ tsan_ok=1
 for device in shm0 tcp:127.0.0.1; do
     VIPL_TEST_DEVICES=$device TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
         timeout 300 "$tsan/libvipl/tests/threads/vipl-threads-tests" "[tsan]" || tsan_ok=0
+done
+
+# The library and its conformance, shm, process and tcp test programs once more, built
+# with AddressSanitizer and UndefinedBehaviorSanitizer (leaks included): any report
+# fails the run.  About two minutes here.
+asan=${VIPL_ASAN_BUILD_DIR:-build-asan}
+CC=gcc CXX=g++ cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DVIPL_SANITIZE=address,undefined" -DVIPL_BUILD_BENCH=OFF -DVIPL_BUILD_TESTS=ON >/dev/null
+asan_programs=(libvipl/tests/vipl-conformance libvipl/tests/vipl-conformance-tcp
+    libvipl/tests/vipl-shm-tests libvipl/tests/process/vipl-process-tests
+    libvipl/tests/tcp/vipl-tcp-tests)
+cmake --build "$asan" --target vipl-conformance vipl-conformance-tcp vipl-shm-tests \
+    vipl-process-tests vipl-exec-inspect vipl-tcp-tests
+asan_failed=()
+for p in "${asan_programs[@]}"; do
+    # The devices each program is registered with in ctest (the defaults, but tcp for
+    # the conformance suite's second build).
+    devices=()
+    [ "$p" = libvipl/tests/vipl-conformance-tcp ] && devices=(VIPL_TEST_DEVICES=tcp:127.0.0.1,tcp:::1)
+    env "${devices[@]}" ASAN_OPTIONS="detect_leaks=1:halt_on_error=1" \
+        UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+        timeout 900 "$asan/$p" || asan_failed+=("$(basename "$p")")
 done
 
 ctest_out=$(mktemp)
@@ -55,6 +78,10 @@ esac
 rm -f "$docker_out" "$ctest_out"
 [ "$ctest_rc" = 0 ] || exit "$ctest_rc"
 case $docker_rc in 0 | 77) ;; *) exit 1 ;; esac
+if [ ${#asan_failed[@]} -gt 0 ]; then
+    echo "AddressSanitizer/UndefinedBehaviorSanitizer: failed in ${asan_failed[*]} (report above)"
+    exit 1
+fi
 if [ "$tsan_ok" != 1 ]; then
     echo "ThreadSanitizer: the [tsan] stress tests failed (report above)"
     exit 1

@@ -44,15 +44,21 @@ TEST_CASE("spin: a peer on this CPU gets a few hand-offs, not a spin") {
     REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
     REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
     std::atomic<bool> stop{false};
+    std::atomic<int> rounds{0};
     std::thread sibling([&] {
         sched_setaffinity(0, sizeof one, &one);
         while (!stop.load()) {
             auto t0 = vipl::Clock::now();
             while (vipl::Clock::now() - t0 < 50us) {
             }
+            rounds.fetch_add(1);
             sched_yield();
         }
     });
+    // The sibling must be on this CPU's run queue before the first hand-off: a yield
+    // before it ever ran may find nobody to run.
+    for (int i = 0; i < 10000 && rounds.load() < 2; ++i) sched_yield();
+    REQUIRE(rounds.load() >= 2);
     vipl::Spin spin;
     spin.add({0ns, 0, true});
     CHECK(spin.empty());

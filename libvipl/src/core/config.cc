@@ -35,6 +35,9 @@ const Row kRows[] = {
     ROW("SPIN_US", "20", u32, spin_us, 0, 1000000,
         "microseconds a blocking call spins before it sleeps (0: sleep at once); no spinning "
         "when the peer runs on the same CPU"),
+    ROW("SPIN_CONTENDED", "1", u32, spin_contended, 0, 1,
+        "1: while other tasks wait for its CPU, a waiter spins no longer for a peer at work "
+        "(its run delay, /proc/thread-self/schedstat); 0: as if the CPU were free"),
     ROW("COPY_THRESHOLD", "512", u32, copy_threshold, 0, 65536,
         "sends of at most this many bytes use COPY-SEND-COPY through the ring, larger ones "
         "SEND-GET (single copy by the receiver)"),

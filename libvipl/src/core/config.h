@@ -9,6 +9,7 @@ namespace vipl {
 struct Config {
     int log_level;               // LOG_LEVEL
     uint32_t spin_us;            // SPIN_US
+    uint32_t spin_contended;     // SPIN_CONTENDED
     uint32_t copy_threshold;     // COPY_THRESHOLD
     uint32_t get_align;          // GET_ALIGN
     uint32_t shm_ring_size;      // SHM_RING_SIZE

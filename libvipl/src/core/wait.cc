@@ -297,7 +297,7 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     // a caller whose peer takes longer than the budget leaves the CPU to the tasks
     // waiting for it.  Spins that win go on (a server whose next request comes within
     // the budget: no wake-up to pay), spins that miss shrink as anywhere.
-    bool contended = cpu_contended();
+    bool contended = config().spin_contended && cpu_contended();
     // A peer at work on the connection (not asleep on it) answers or gives room soon: a
     // reader copying out what a writer waits to add to, a server working on a request.
     // Four times the budget, whatever single misses taught: a sleep and a wake-up across

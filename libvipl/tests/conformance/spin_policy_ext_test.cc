@@ -1,7 +1,16 @@
 // VipViSpinBudget / VipViSpinOutcome: the adaptive spin policy of the library's
 // waits, handed to a program that waits on its own.  The peer side of the pair never
-// waits or asks, so it has published no CPU: the caller's peer CPU is unknown.
+// waits or asks, so it has published no CPU: the caller's peer CPU is unknown.  The
+// exact budgets are checked in fresh processes with VIPL_SPIN_CONTENDED=0: the host's
+// other work must not decide them; the contended rule has a case of its own.
 #include "support.h"
+
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -18,8 +27,7 @@ void outcome(VIP_VI_HANDLE vi, bool won) {
 
 } // namespace
 
-TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten, and a win restores it",
-          "[ext][spin]") {
+TEST_CASE("spin policy: halving (fresh process)", "[.][spin-policy-halving]") {
     std::string device = VT_DEVICE();
     vt::Nic na(device), nb(device);
     vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
@@ -81,7 +89,7 @@ TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten, and a w
     CHECK(VipViSpinOutcome(p.a, VIP_TRUE) == VIP_INVALID_PARAMETER);
 }
 
-TEST_CASE("VipViSpinBudget shares its state with the library's own waits", "[ext][spin]") {
+TEST_CASE("spin policy: shared state (fresh process)", "[.][spin-policy-shared]") {
     std::string device = VT_DEVICE();
     vt::Nic na(device), nb(device);
     vt::Memory m(na, 4096);
@@ -111,4 +119,72 @@ TEST_CASE("VipViSpinBudget shares its state with the library's own waits", "[ext
     CHECK(budget(p.a, base).Nanoseconds == full);
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
+}
+
+TEST_CASE("spin policy: contended (fresh process)", "[.][spin-policy-contended]") {
+    std::string device = VT_DEVICE();
+    vt::Nic na(device), nb(device);
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+    const VIP_UINT64 base = 64000;
+    const bool rule = vt::config_value("SPIN_CONTENDED") == "1";
+    INFO("VIPL_SPIN_CONTENDED " << vt::config_value("SPIN_CONTENDED"));
+    // The first look at the run delay only starts counting: the CPU counts as free.
+    const VIP_UINT64 full = budget(p.a, base).Nanoseconds;
+    CHECK((full == base || full == 4 * base));
+
+    // Two busy threads on this thread's CPU, which keeps busy too: it waits for the CPU
+    // about two thirds of the time.
+    cpu_set_t one, before;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> hogs;
+    for (int i = 0; i < 2; ++i)
+        hogs.emplace_back([&] {
+            sched_setaffinity(0, sizeof one, &one);
+            while (!stop.load(std::memory_order_relaxed)) {
+            }
+        });
+    auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(60)) {
+    }
+    const VIP_UINT64 contended = budget(p.a, base).Nanoseconds;
+    stop = true;
+    for (auto &t : hogs) t.join();
+    REQUIRE(sched_setaffinity(0, sizeof before, &before) == 0);
+    // A peer at work earns no longer spin while others wait for the CPU (the rule), or
+    // keeps its budget (no rule).
+    CHECK(contended == (rule ? base : full));
+
+    // The CPU free again: asleep, this thread waits for no CPU, and the budget is back.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    CHECK(budget(p.a, base).Nanoseconds == full);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+}
+
+TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten, and a win restores it",
+          "[ext][spin]") {
+    int status = vt::run_fresh("spin policy: halving (fresh process)", {"VIPL_SPIN_CONTENDED=0"});
+    INFO(vt::status_text(status));
+    CHECK(status == 0);
+}
+
+TEST_CASE("VipViSpinBudget shares its state with the library's own waits", "[ext][spin]") {
+    int status =
+        vt::run_fresh("spin policy: shared state (fresh process)", {"VIPL_SPIN_CONTENDED=0"});
+    INFO(vt::status_text(status));
+    CHECK(status == 0);
+}
+
+TEST_CASE("VipViSpinBudget: while other tasks wait for the CPU a peer at work earns no longer "
+          "spin (VIPL_SPIN_CONTENDED=1), as if the CPU were free with 0",
+          "[ext][spin]") {
+    for (const char *v : {"VIPL_SPIN_CONTENDED=1", "VIPL_SPIN_CONTENDED=0"}) {
+        int status = vt::run_fresh("spin policy: contended (fresh process)", {v});
+        INFO(v << ": " << vt::status_text(status));
+        CHECK(status == 0);
+    }
 }

@@ -77,6 +77,10 @@ int kid(pt::ShVi &v, LimitCtl *c, int i) {
     return 1;
 }
 
+// How long a child may take to start or to act: sized for the slowest build the suite
+// runs (ASan, a loaded machine), not the common case (milliseconds).
+constexpr int kChildStepMs = 30000;
+
 struct Fleet {
     pt::ShVi &v;
     LimitCtl *c;
@@ -90,12 +94,12 @@ struct Fleet {
     // Forks child i and waits until it runs (its fork handler has run).
     void fork_kid(int i) {
         pids[i] = vt::spawn_child([&, i] { return kid(v, c, i); });
-        REQUIRE(pt::wait_for([&] { return c->ready[i].load() == 1; }, 5000));
+        REQUIRE(pt::wait_for([&] { return c->ready[i].load() == 1; }, kChildStepMs));
     }
     // Child i's turn number `round` (1-based): returns when it acted.
     void act(int i, int round) {
         c->want[i] = round;
-        REQUIRE(pt::wait_for([&] { return c->acted[i].load() >= round; }, 5000));
+        REQUIRE(pt::wait_for([&] { return c->acted[i].load() >= round; }, kChildStepMs));
     }
     int leave(int i, int how) {
         c->leave_how = how;

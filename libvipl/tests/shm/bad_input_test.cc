@@ -3,6 +3,7 @@
 // descriptor (README, "Post errors").
 #include "shm_util.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -421,12 +422,18 @@ TEST_CASE("bad input: malformed descriptors get the documented code and Status",
     }
     SECTION("descriptors that cannot be read") {
         for (size_t off : {size_t(8), size_t(32), size_t(63)}) {
-            auto *d = reinterpret_cast<VIP_DESCRIPTOR *>(ma.base + 4096 + off);
+            // Misaligned: written and read back with memcpy, so that only the library
+            // could touch it as a descriptor (and must not).
+            uint8_t *raw = ma.base + 4096 + off;
+            auto *d = reinterpret_cast<VIP_DESCRIPTOR *>(raw);
             vt::set_desc(d, buf, 64, ma.mh);
-            d->CS.Status = 0x5a5a;
+            const size_t at = offsetof(VIP_DESCRIPTOR, CS) + offsetof(VIP_CONTROL_SEGMENT, Status);
+            VIP_UINT32 status = 0x5a5a;
+            std::memcpy(raw + at, &status, sizeof status);
             CHECK(send(d) == VIP_INVALID_PARAMETER);
             CHECK(recv(d) == VIP_INVALID_PARAMETER);
-            CHECK(d->CS.Status == 0x5a5au);
+            std::memcpy(&status, raw + at, sizeof status);
+            CHECK(status == 0x5a5au);
         }
         CHECK(send(nullptr) == VIP_INVALID_PARAMETER);
         CHECK(recv(nullptr) == VIP_INVALID_PARAMETER);

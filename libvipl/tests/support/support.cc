@@ -100,30 +100,37 @@ VIP_VI_ATTRIBUTES vi_attrs(const Nic &n, VIP_RELIABILITY_LEVEL level, VIP_ULONG 
     return a;
 }
 
+// Both build the descriptor aside and copy it in: a test may aim them at a
+// misaligned place on purpose (the library must refuse it), and a sanitizer
+// must see only what the library does there.
 void set_desc(VIP_DESCRIPTOR *d, void *buf, uint32_t len, VIP_MEM_HANDLE mh, uint16_t control,
               uint32_t imm) {
-    memset(d, 0, sizeof *d);
-    d->CS.Control = control;
-    d->CS.ImmediateData = imm;
-    d->CS.Length = len;
-    d->CS.SegCount = len ? 1 : 0;
-    d->DS[0].Local.Data.Address = buf;
-    d->DS[0].Local.Handle = mh;
-    d->DS[0].Local.Length = len;
+    VIP_DESCRIPTOR t;
+    memset(&t, 0, sizeof t);
+    t.CS.Control = control;
+    t.CS.ImmediateData = imm;
+    t.CS.Length = len;
+    t.CS.SegCount = len ? 1 : 0;
+    t.DS[0].Local.Data.Address = buf;
+    t.DS[0].Local.Handle = mh;
+    t.DS[0].Local.Length = len;
+    memcpy(static_cast<void *>(d), &t, sizeof t);
 }
 
 void set_rdma(VIP_DESCRIPTOR *d, uint16_t op, void *local, uint32_t len, VIP_MEM_HANDLE lmh,
               uint64_t raddr, VIP_MEM_HANDLE rmh, uint16_t extra_control, uint32_t imm) {
-    memset(d, 0, sizeof *d);
-    d->CS.Control = op | extra_control;
-    d->CS.ImmediateData = imm;
-    d->CS.Length = len;
-    d->CS.SegCount = 2;
-    d->DS[0].Remote.Data.AddressBits = raddr;
-    d->DS[0].Remote.Handle = rmh;
-    d->DS[1].Local.Data.Address = local;
-    d->DS[1].Local.Handle = lmh;
-    d->DS[1].Local.Length = len;
+    VIP_DESCRIPTOR t;
+    memset(&t, 0, sizeof t);
+    t.CS.Control = op | extra_control;
+    t.CS.ImmediateData = imm;
+    t.CS.Length = len;
+    t.CS.SegCount = 2;
+    t.DS[0].Remote.Data.AddressBits = raddr;
+    t.DS[0].Remote.Handle = rmh;
+    t.DS[1].Local.Data.Address = local;
+    t.DS[1].Local.Handle = lmh;
+    t.DS[1].Local.Length = len;
+    memcpy(static_cast<void *>(d), &t, sizeof t);
 }
 
 void set_sg(VIP_DESCRIPTOR *d, const std::vector<Seg> &segs, uint16_t control, uint32_t imm) {
