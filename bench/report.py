@@ -216,11 +216,45 @@ class Report:
             ("Stream 1 MiB bandwidth, blocking, 2 cores, vs raw libvipl", ">= 0.8x",
              bw("stream-block"), bw("vipl-block"), "GB/s", lambda r: r >= 0.8, 1e-3),
         ]
+        # Against UCX at every size: the row names the worst size of the medians.
+        g = self.get
+
+        def worst(bench, sizes, lower_better):
+            best = None
+            for size in sizes:
+                a, b = g(bench, "vipl-spin", "cross", size), g(bench, "ucx", "cross", size)
+                if a is None or b is None:
+                    continue
+                r = a / b if lower_better else b / a  # > 1: libvipl behind
+                if best is None or r > best[0]:
+                    best = (r, size)
+            return best[1] if best else None
+
+        lat_sizes = [z for z in self.sizes("latency_p50") if z <= 4096]
+        bw_sizes = [z for z in self.sizes("bandwidth") if 4096 <= z <= 8 << 20]
+        wl, wb = worst("latency_p50", lat_sizes, True), worst("bandwidth", bw_sizes, False)
+        if wl is not None:
+            specs.append((f"libvipl one-way latency (spin, 2 cores) vs UCX at every size 0 B .. "
+                          f"4 KiB: the worst, {wl:,} B", "<= 1x",
+                          ("latency_p50", "vipl-spin", "cross", wl),
+                          ("latency_p50", "ucx", "cross", wl), "us", lambda r: r <= 1, 1))
+        if wb is not None:
+            specs.append((f"libvipl bandwidth (spin, 2 cores) vs UCX at every size 4 KiB .. "
+                          f"8 MiB: the worst, {wb >> 10:,} KiB", ">= 1x",
+                          ("bandwidth", "vipl-spin", "cross", wb),
+                          ("bandwidth", "ucx", "cross", wb), "GB/s", lambda r: r >= 1, 1e-3))
         specs += pg_report.target_specs()  # the database section (pg_plan.py)
-        orb_null = lambda t: ("orb_rt_p50", t, "cross", 0)
+        orb = lambda t, p, size: ("orb_rt_p50", t, p, size)
         specs.append(("omniORB null call, 2 cores, giop:vipl vs giop:unix", f"<= {ORB_TARGET:g}x",
-                      orb_null("giop:vipl"), orb_null("giop:unix"), "us",
+                      orb("giop:vipl", "cross", 0), orb("giop:unix", "cross", 0), "us",
                       lambda r: r <= ORB_TARGET, 1))
+        # Every layer as fast as the one under it: the ORB over the stream.
+        for size, what in ((0, "null call"), (1024, "1 KiB call")):
+            for placement, label, wanted in (("cross", "2 cores", 0.3), ("same", "1 core", 0.9)):
+                specs.append((f"omniORB {what}, {label}, giop:vipl vs giop:unix (every layer)",
+                              f"<= {wanted:g}x", orb("giop:vipl", placement, size),
+                              orb("giop:unix", placement, size), "us",
+                              lambda r, w=wanted: r <= w, 1))
         vis = self.scale_size("vipl-ring8192")
         if vis is not None:
             ring8 = lambda key: ("vi_scale_" + key, "vipl-ring8192", "host", vis)
