@@ -79,11 +79,18 @@ uint64_t holder_token() {
 }
 
 bool holder_alive(uint64_t token) {
-    auto pid = static_cast<pid_t>(token >> 32);
+    auto pid = static_cast<int>(token >> 32);
     if (pid <= 0) return false;
     if (kill(pid, 0) != 0 && errno != EPERM) return false;
+    return task_alive(pid, 0);
+}
+
+bool task_alive(int pid, int tid) {
     char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    if (tid > 0)
+        snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+    else
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
     ssize_t n = read(fd, buf, sizeof buf - 1);

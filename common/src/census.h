@@ -26,6 +26,8 @@ namespace vipl::detail {
 uint64_t holder_token();
 // Whether the process that holds with `token` still runs (a zombie does not).
 bool holder_alive(uint64_t token);
+// Whether thread tid of process pid (tid 0: the process) still runs (a zombie does not).
+bool task_alive(int pid, int tid);
 
 struct Census {
     std::atomic<uint64_t> word{0};

@@ -52,21 +52,6 @@ int this_tid() {
     return t_tid;
 }
 
-// Whether thread tid of process pid still runs (a zombie does not).  Only for slots
-// nobody freed, when all are taken.
-bool thread_alive(int pid, int tid) {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return false;
-    buf[n] = 0;
-    const char *paren = strrchr(buf, ')');
-    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
-}
-
 int poll_ms(Deadline deadline) {
     if (deadline == kNever) return -1;
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
@@ -200,7 +185,7 @@ bool Stream::Impl::sleep(Deadline deadline, bool to_read) {
             if (!(t.asleep & (1u << i))) slot = static_cast<int>(i);
         // All taken: free the slots of threads that died asleep.
         for (uint32_t i = 0; pass == 0 && slot < 0 && i < kSleepSlots; ++i)
-            if (!thread_alive(t.sleeper[i].pid, t.sleeper[i].tid)) t.asleep &= ~(1u << i);
+            if (!detail::task_alive(t.sleeper[i].pid, t.sleeper[i].tid)) t.asleep &= ~(1u << i);
     }
     pollfd p[2] = {{vi_fd, POLLIN, 0}, {-1, POLLIN, 0}};
     if (slot >= 0) {
