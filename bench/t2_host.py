@@ -51,7 +51,7 @@ import t2_plan as plan
 import t2_schema as schema
 from pg_instance import PgError, as_postgres, pg, sh
 from pg_proc import vipl_stat
-from t2_measure import percentile, read_log, write_scripts
+from t2_measure import pgbench_argv, percentile, read_log, write_scripts
 from t2_nodes import Node, env_hosts, make_dir
 
 
@@ -75,19 +75,13 @@ def pinned(argv):
     return ["taskset", "-c", cpu] + argv if cpu else argv
 
 
-def pgbench_argv(host, port, me, n, workload, p, seconds, folder):
+def node_pgbench(host, port, me, n, workload, p, seconds, folder):
     """pgbench of node me (its scripts written into folder, its log there too)."""
     w = {x.name: x for x in plan.WORKLOADS + [plan.TWO_PC]}[workload]
     paths = write_scripts(folder, {"local": w.local, "remote": w.remote})
-    scale = plan.SCALE
-    argv = [pg("pgbench"), "-n", "-M", "prepared", "-j", "1", "-c", str(plan.CLIENTS), "-T",
-            str(seconds), "-l", "--log-prefix", os.path.join(folder, "log"), "-h", host, "-p",
-            str(port), "-U", plan.DB_USER, "-D", f"node={me}", "-D", f"nodes={n}",
-            "-D", f"naccounts={100000 * scale}", "-D", f"nbranches={scale}",
-            "-D", f"ntellers={10 * scale}", "-f", f"{paths['local']}@{100 - p}"]
-    if p > 0:
-        argv += ["-f", f"{paths['remote']}@{p}"]
-    return argv + [plan.DB_NAME]
+    return pgbench_argv(host, port, me, n, plan.SCALE,
+                        [(paths["local"], 100 - p), (paths["remote"], p)], plan.CLIENTS,
+                        seconds, os.path.join(folder, "log"))
 
 
 def summary(folder):
@@ -134,7 +128,7 @@ class Host:
         sh(as_postgres([pg("initdb"), "-D", self.node.data, "-U", plan.DB_USER, "-A", "trust",
                         "-E", "UTF8", "--locale=C", "--no-sync"]), timeout=300)
         with open(os.path.join(self.node.data, "postgresql.conf"), "a") as fh:
-            fh.write(settings_text())
+            fh.write(plan.settings_conf())
         with open(os.path.join(self.node.data, "pg_hba.conf"), "a") as fh:
             # The peers, by the subnets this host is on (names work too); no password.
             fh.write("host all all samenet trust\n")
@@ -159,7 +153,7 @@ class Host:
     def run(self, workload, p, seconds):
         self.node.admin(*schema.reset_sql())
         work = tempfile.mkdtemp(prefix="vipl-t2-host-")
-        argv = pgbench_argv(self.folder, self.node.port, self.me, self.n, workload, p, seconds,
+        argv = node_pgbench(self.folder, self.node.port, self.me, self.n, workload, p, seconds,
                             work)
         p_run = start_pgbench(pinned(argv))
         time.sleep(seconds / 2)  # the inter-node connections are open: how they went
@@ -177,11 +171,6 @@ class Host:
         if self.vipl_run:
             print("outgoing inter-node connections: " + (", ".join(sorted(rode)) or "none"))
         shutil.rmtree(work, ignore_errors=True)
-
-
-def settings_text():
-    out = "\n# vipl-middleware bench, Table 2 (bench/t2_plan.py)\n"
-    return out + "".join(f"{name} = '{value}'\n" for name, value, _ in plan.SETTINGS)
 
 
 def remote_rule(hosts):
@@ -239,7 +228,7 @@ def _drive(nodes, n, workload, p, seconds, vipl_run, root):
         for node in which:
             folder = os.path.join(root, f"{tag}{node.idx}")
             os.mkdir(folder)
-            argv = pgbench_argv(node.dir, node.port, node.idx, n, workload, pct, seconds,
+            argv = node_pgbench(node.dir, node.port, node.idx, n, workload, pct, seconds,
                                 folder)
             procs.append((node, folder, start_pgbench(argv, vipl_run)))
         seen = {}
@@ -292,7 +281,7 @@ def main():
         sys.exit(__doc__)
     try:
         if cmd == "settings":
-            sys.stdout.write(settings_text())
+            sys.stdout.write(plan.settings_conf())
         elif cmd == "remote-rule":
             print(remote_rule(hosts_from_env()))
         elif cmd == "prepare":

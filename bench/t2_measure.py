@@ -19,6 +19,7 @@ import time
 import t2_plan as plan
 from pg_instance import PgError, pg
 from pg_proc import Perf, ProbeError, cpu_ns, sleep_until, vipl_stat
+from t2_nodes import parallel
 
 
 class Run:
@@ -53,18 +54,25 @@ def write_scripts(folder, texts):
     return paths
 
 
-def pgbench_cmd(cluster, node, scripts, clients, seconds, prefix):
-    """scripts: [(path, weight)]; a weight of 0 leaves the script out."""
-    argv = ["taskset", "-c", str(node.cpu), pg("pgbench"), "-n", "-M", "prepared", "-j", "1",
-            "-c", str(clients), "-T", str(seconds), "-l", "--log-prefix", prefix,
-            "-h", node.dir, "-p", str(node.port), "-U", plan.DB_USER,
-            "-D", f"node={node.idx}", "-D", f"nodes={cluster.n}",
-            "-D", f"naccounts={100000 * cluster.scale}", "-D", f"nbranches={cluster.scale}",
-            "-D", f"ntellers={10 * cluster.scale}"]
+def pgbench_argv(host, port, me, n, scale, scripts, clients, seconds, prefix):
+    """pgbench of node me of n (every node's one, on one host or many).  scripts:
+    [(path, weight)]; a weight of 0 leaves the script out."""
+    argv = [pg("pgbench"), "-n", "-M", "prepared", "-j", "1", "-c", str(clients), "-T",
+            str(seconds), "-l", "--log-prefix", prefix, "-h", host, "-p", str(port),
+            "-U", plan.DB_USER, "-D", f"node={me}", "-D", f"nodes={n}",
+            "-D", f"naccounts={100000 * scale}", "-D", f"nbranches={scale}",
+            "-D", f"ntellers={10 * scale}"]
     for path, weight in scripts:
         if weight > 0:
             argv += ["-f", f"{path}@{weight}"]
     return argv + [plan.DB_NAME]
+
+
+def pgbench_cmd(cluster, node, scripts, clients, seconds, prefix):
+    """The node's pgbench on its CPU, END_S past the window of seconds."""
+    return ["taskset", "-c", str(node.cpu)] + pgbench_argv(
+        node.dir, node.port, node.idx, cluster.n, cluster.scale, scripts, clients,
+        seconds + plan.END_S, prefix)
 
 
 def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
@@ -98,7 +106,7 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
                     raise PgError(f"node {i}: pgbench did not get going: {tail(p, outs[i])}")
                 time.sleep(0.005)
         t_go = time.time()
-        end = t_launch + seconds - plan.END_S
+        end = t_launch + seconds  # pgbench's own clock starts later: END_S s at least
         if end - (t_go + plan.WARM_S) < 0.3:
             raise PgError(f"connecting took {t_go - t_launch:.2f} s: no window left")
         if perf:  # attached before the window: its start-up is not counted
@@ -119,7 +127,7 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
         pids = [p for n in nodes for p in n.processes()]
         cpu2 = {p: cpu_ns(p) for p in pids}
         run.cpu_ns = sum(v - (cpu1.get(p) or 0) for p, v in cpu2.items() if v is not None)
-        evidence(cluster, run, link, nodes, pids)
+        evidence(cluster, run, link, nodes, pids, procs)
         for i, (p, prefix) in procs.items():
             try:
                 p.wait(timeout=plan.RUN_TIMEOUT_S)
@@ -151,15 +159,24 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
     return run
 
 
-def evidence(cluster, run, link, nodes, pids):
-    """How the inter-node connections went, read while they are open."""
+def evidence(cluster, run, link, nodes, pids, procs):
+    """How the inter-node connections went, read while they are open: pgbench runs END_S
+    past the window.  Connections close only when pgbench ends and open lazily (a
+    backend's first call to a node), so the transports are read before and after the
+    count and the larger reading counts: neither race can fail a good link."""
+    first = vipl_rows(cluster, link, pids)
     q = (f"SELECT coalesce(host(client_addr), 'local'), count(*) FROM pg_stat_activity "
          f"WHERE application_name = '{plan.PROXY_APP}' GROUP BY 1")
-    for n in nodes:
-        for line in n.admin(q, timeout=10).split():
+    for out in parallel([n.admin_cmd([q]) for n in nodes], "node", timeout=10):
+        for line in out.split():
             addr, k = line.split("|")
             run.conns += int(k)
             run.addrs.add(addr)
+    rows = max(first, vipl_rows(cluster, link, pids), key=len)
+    late = [i for i, (p, _) in procs.items() if p.poll() is not None]
+    if late:
+        raise PgError(f"node {late[0]}: pgbench ended before its connections were counted "
+                      f"(END_S {plan.END_S} s is too short for this host)")
     if link is None:
         return
     if link.via == "unix" and run.addrs - {"local"}:
@@ -172,7 +189,6 @@ def evidence(cluster, run, link, nodes, pids):
                           "across the veth link")
     if not link.vipl:
         return
-    rows = [r for r in vipl_stat(cluster.vipl_run, pids).values() if r["role"] == "client"]
     run.rode = sum(1 for r in rows if r["trans"] == link.trans)
     run.kernel = len(rows) - run.rode
     if run.kernel:
@@ -185,6 +201,13 @@ def evidence(cluster, run, link, nodes, pids):
                               timeout=10).stdout
         raise PgError(f"{link.name}: {run.conns} inter-node connections open, {run.rode} "
                       f"seen riding {link.trans}; processes looked at: {pids}\n{dump}")
+
+
+def vipl_rows(cluster, link, pids):
+    """The backends' outgoing connections (vipl links; [] for the others)."""
+    if link is None or not link.vipl:
+        return []
+    return [r for r in vipl_stat(cluster.vipl_run, pids).values() if r["role"] == "client"]
 
 
 def read_log(path):

@@ -80,9 +80,7 @@ class Cluster:
         sh(as_postgres([pg("initdb"), "-D", template.data, "-U", plan.DB_USER, "-A", "trust",
                         "-E", "UTF8", "--locale=C", "--no-sync"]), timeout=300)
         with open(os.path.join(template.data, "postgresql.conf"), "a") as fh:
-            fh.write("\n# vipl-middleware bench, Table 2 (bench/t2_plan.py)\n")
-            for name, value, _ in plan.SETTINGS:
-                fh.write(f"{name} = '{value}'\n")
+            fh.write(plan.settings_conf())
         with open(os.path.join(template.data, "pg_hba.conf"), "a") as fh:
             fh.write("host all all 10.0.0.0/8 trust\n")  # the namespaces' addresses
         self._start(template, None)
@@ -181,11 +179,12 @@ class Cluster:
 
 
 def parallel(cmds, what, why=None, check=True, timeout=PG_CTL_WAIT_S + 30):
-    """Runs the commands at once; PgError naming the first that failed."""
+    """Runs the commands at once; their outputs, or PgError naming those that failed."""
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True) for c in cmds]
     deadline = time.monotonic() + timeout
     errors = []
+    outs = []
     for i, p in enumerate(procs):
         try:
             out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
@@ -193,13 +192,16 @@ def parallel(cmds, what, why=None, check=True, timeout=PG_CTL_WAIT_S + 30):
             os.killpg(p.pid, 9)
             out, _ = p.communicate()
             errors.append(f"{what} {i}: timed out")
+            outs.append(out)
             continue
+        outs.append(out)
         if p.returncode != 0:
             extra = f": {why(i)}" if why else ""
             errors.append(f"{what} {i}: exit {p.returncode}: "
                           f"{(out or '').strip().replace(chr(10), ' | ')[-300:]}{extra}")
     if errors and check:
         raise PgError("; ".join(errors))
+    return outs
 
 
 def env_hosts(n):

@@ -81,7 +81,7 @@ def section(rep):
         f"Settings of every node: " + ", ".join(f"`{k}={v}`" for k, v in settings) +
         f"; {meta.get('clients', plan.CLIENTS)} pgbench clients per node on the node's "
         "unix socket (plain, on every link: only the inter-node connections change), "
-        f"`-M prepared -j 1 -n -T {meta.get('pgbench_s', plan.PGBENCH_S)}`, scripts "
+        f"`-M prepared -j 1 -n -T {meta.get('pgbench_s', plan.PGBENCH_S) + meta.get('end_s', plan.END_S)}`, scripts "
         "weighted `-f local.sql@(100-p) -f remote.sql@p`. Before every run the nodes are "
         "restarted for the link (under `vipl-run` or not, in their namespaces or not), "
         "`pgbench_history` emptied, branches and tellers vacuumed, the accounts prewarmed "
