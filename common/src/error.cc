@@ -6,6 +6,34 @@
 namespace vipl {
 namespace {
 
+// Every VIP_RETURN that means something to a socket user: the std::errc it compares
+// equal to, and whether a socket-like call reports it as that errc itself (a timeout,
+// a refusal: what connect() or recv() would say) rather than as a vipl code.
+struct Mapping {
+    VIP_RETURN vip;
+    std::errc errc;
+    bool socket;
+};
+constexpr Mapping kMappings[] = {
+    {VIP_NOT_DONE, std::errc::operation_would_block, false},
+    {VIP_INVALID_PARAMETER, std::errc::invalid_argument, false},
+    {VIP_ERROR_RESOURCE, std::errc::no_buffer_space, false},
+    {VIP_TIMEOUT, std::errc::timed_out, true},
+    {VIP_REJECT, std::errc::connection_refused, true},
+    {VIP_NO_MATCH, std::errc::connection_refused, true},
+    {VIP_NOT_REACHABLE, std::errc::host_unreachable, true},
+    {VIP_ERROR_NAMESERVICE, std::errc::host_unreachable, false},
+    {VIP_INVALID_STATE, std::errc::not_connected, false},
+    {VIP_ERROR_NOT_SUPPORTED, std::errc::operation_not_supported, false},
+    {VIP_INTERRUPTED, std::errc::interrupted, true},
+};
+
+const Mapping *mapping(int code) noexcept {
+    for (const Mapping &m : kMappings)
+        if (m.vip == code) return &m;
+    return nullptr;
+}
+
 class ViplCategory final : public std::error_category {
 public:
     const char *name() const noexcept override { return "vipl"; }
@@ -13,32 +41,8 @@ public:
         return VipReturnString(static_cast<VIP_RETURN>(code));
     }
     std::error_condition default_error_condition(int code) const noexcept override {
-        switch (code) {
-        case VIP_NOT_DONE:
-            return std::errc::operation_would_block;
-        case VIP_INVALID_PARAMETER:
-            return std::errc::invalid_argument;
-        case VIP_ERROR_RESOURCE:
-            return std::errc::no_buffer_space;
-        case VIP_TIMEOUT:
-            return std::errc::timed_out;
-        case VIP_REJECT:
-            return std::errc::connection_refused;
-        case VIP_NO_MATCH:
-            return std::errc::connection_refused;
-        case VIP_NOT_REACHABLE:
-            return std::errc::host_unreachable;
-        case VIP_ERROR_NAMESERVICE:
-            return std::errc::host_unreachable;
-        case VIP_INVALID_STATE:
-            return std::errc::not_connected;
-        case VIP_ERROR_NOT_SUPPORTED:
-            return std::errc::operation_not_supported;
-        case VIP_INTERRUPTED:
-            return std::errc::interrupted;
-        default:
-            return std::error_condition(code, *this);
-        }
+        if (const Mapping *m = mapping(code)) return m->errc;
+        return std::error_condition(code, *this);
     }
 };
 
@@ -55,19 +59,9 @@ std::error_code make_vip_error(int vip_return) noexcept {
 }
 
 std::error_code make_socket_error(int vip_return) noexcept {
-    switch (vip_return) {
-    case VIP_TIMEOUT:
-        return std::make_error_code(std::errc::timed_out);
-    case VIP_INTERRUPTED:
-        return std::make_error_code(std::errc::interrupted);
-    case VIP_REJECT:
-    case VIP_NO_MATCH:
-        return std::make_error_code(std::errc::connection_refused);
-    case VIP_NOT_REACHABLE:
-        return std::make_error_code(std::errc::host_unreachable);
-    default:
-        return make_vip_error(vip_return);
-    }
+    const Mapping *m = mapping(vip_return);
+    if (m && m->socket) return std::make_error_code(m->errc);
+    return make_vip_error(vip_return);
 }
 
 } // namespace vipl

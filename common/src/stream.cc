@@ -20,9 +20,8 @@ std::error_code not_connected() {
 
 // VIPL timeouts are milliseconds; a deadline already passed still tries once.
 VIP_ULONG timeout_ms(Deadline deadline) {
-    if (deadline == kNever) return VIP_INFINITE;
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return static_cast<VIP_ULONG>(std::clamp<int64_t>(left, 0, 0x7fffffff));
+    int ms = ms_left(deadline);
+    return ms < 0 ? VIP_INFINITE : static_cast<VIP_ULONG>(ms);
 }
 
 Stream::Stream() noexcept = default;

@@ -52,12 +52,6 @@ int this_tid() {
     return t_tid;
 }
 
-int poll_ms(Deadline deadline) {
-    if (deadline == kNever) return -1;
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-    return static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1 << 30));
-}
-
 } // namespace
 
 std::error_code Stream::Impl::init_shared() {
@@ -171,7 +165,7 @@ VIP_ULONG Stream::Impl::arm_events(bool to_read) const {
 }
 
 bool Stream::Impl::sleep(Deadline deadline, bool to_read) {
-    int ms = poll_ms(deadline);
+    int ms = ms_left(deadline);
     // After the last look: the VI's next event (or one already there) wakes us.
     VipArmViWaitFdEx(vi, arm_events(to_read));
     if (!shared) {

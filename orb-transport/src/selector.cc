@@ -105,8 +105,7 @@ bool Selector::select(omni::giopConnection::notifyReadable_t func, void *cookie,
             changed_ = false;
             timeout = idle_ > 0 ? kScanMs : -1;
         } else {
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(next_scan_ - now);
-            timeout = static_cast<int>(left.count());
+            timeout = ms_left(next_scan_);
         }
         fds.push_back({wake_fd_, POLLIN, 0});
         if (extra_fd >= 0) fds.push_back({extra_fd, POLLIN, 0});
@@ -185,9 +184,9 @@ bool Selector::peek(Connection *c) {
         spin.report(*c, got, got);
     }
     while (!got) {
-        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-        if (left.count() <= 0) break;
-        if (c->wait(static_cast<int>(left.count()))) got = c->readable_now() || c->is_shutdown();
+        int left = ms_left(deadline);
+        if (left == 0) break;
+        if (c->wait(left)) got = c->readable_now() || c->is_shutdown();
     }
 
     lock.lock();

@@ -1,7 +1,9 @@
 // Deadlines of the stream calls and of spinning: points in time on the steady clock.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 namespace vipl {
 
@@ -12,6 +14,14 @@ inline constexpr Deadline kNever = Deadline::max();
 // A deadline `ms` milliseconds from now.
 inline Deadline deadline_in(std::chrono::milliseconds ms) {
     return Clock::now() + ms;
+}
+// The milliseconds a poll() or a VIPL wait may sleep until `deadline`: rounded up (a
+// sleep never ends before its deadline), 0 once it has passed (one more look), -1 for
+// kNever; at most 2^30 (a poll() timeout is an int).
+inline int ms_left(Deadline deadline) {
+    if (deadline == kNever) return -1;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return static_cast<int>(std::clamp<int64_t>(left, 0, int64_t{1} << 30));
 }
 
 } // namespace vipl
