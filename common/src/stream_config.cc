@@ -33,7 +33,7 @@ struct Row {
 // The one place where stream configuration is declared.  Defaults must be those of
 // StreamOptions{} (a test holds them to it).
 const Row kRows[] = {
-    {{"STREAM_SPIN_US", "u32", "10", 0, 1000000,
+    {{"STREAM_SPIN_US", "u32", "20", 0, 1000000,
       "base budget in microseconds of the spin before a blocking call sleeps, spent by "
       "libvipl's adaptive policy (0: sleep at once)"},
      Field::spin_us},

@@ -45,7 +45,7 @@ Connection::~Connection() {
     selector_->remove(this);
     {
         std::lock_guard lock(mu_);
-        stream_.close(deadline_in(std::chrono::milliseconds(options().linger_ms)));
+        stream_.close(deadline_in(options().stream.linger));
     }
     if (shutdown_fd_ >= 0) close(shutdown_fd_);
     if (progress_fd_ >= 0) close(progress_fd_);

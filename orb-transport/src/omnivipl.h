@@ -30,13 +30,11 @@
 namespace vipl::orb {
 
 // ---------------------------------------------------------------- options.cc
+// The ORB's options: the stream's own (common's configuration table: one default and
+// one range per setting, whatever program uses the stream), and the provider.
 struct Options {
-    uint32_t spin_us = 20;            // viplSpinTime: base spin before sleeping in Send/Recv/Peek
-    uint32_t buffer_size = 64 * 1024; // viplBufferSize
-    uint32_t recv_buffers = 16;       // viplRecvBuffers
-    uint32_t send_buffers = 16;       // viplSendBuffers
+    StreamOptions stream;                      // viplSpinTime, viplBufferSize, ...
     Transport provider = Transport::automatic; // viplProvider: auto | shm | tcp
-    uint32_t linger_ms = 1000;                 // viplLinger: how long closing waits for the peer
 };
 Options &options();
 StreamOptions stream_options();
@@ -145,7 +143,7 @@ public:
     bool is_shutdown() const { return shutdown_.load(std::memory_order_acquire); }
 
     // The spin a waiter may make before it sleeps, and how it ended: the stream's spin
-    // policy (libvipl's, options().spin_us as its base; vipl/spin.h).  Any thread.
+    // policy (libvipl's, options().stream.spin_us as its base; vipl/spin.h).  Any thread.
     SpinBudget spin_budget() const;
     void spin_outcome(bool won);
 

@@ -1,9 +1,11 @@
-// The configuration table: every option once, with its default and help; omniORB sees
-// each row as an option handler (-ORB<key> on the command line, <key> in omniORB.cfg or
-// ORB<key> in the environment).
+// The ORB's options: each a row mapping omniORB's name onto a stream option of common's
+// table (one range, default and help per setting); omniORB sees each row as an option
+// handler (-ORB<key> on the command line, <key> in omniORB.cfg or ORB<key> in the env).
 #include "omnivipl.h"
 
 #include <orbOptions.h>
+
+#include "vipl/stream_config.h"
 
 #include <cstring>
 #include <string>
@@ -16,14 +18,8 @@ Options &options() {
 }
 
 StreamOptions stream_options() {
-    const Options &o = options();
-    StreamOptions s;
-    s.buffer_size = o.buffer_size;
-    s.recv_buffers = o.recv_buffers;
-    s.send_buffers = o.send_buffers;
-    s.linger = std::chrono::milliseconds(o.linger_ms);
-    s.spin_us = o.spin_us;
-    s.nonblocking = true;
+    StreamOptions s = options().stream;
+    s.nonblocking = true; // omniORB's connections wait in the transport's own loops
     return s;
 }
 
@@ -40,36 +36,53 @@ const char *provider_name(Transport t) {
 
 namespace {
 
+// Each ORB option is a stream option under omniORB's name: its range, default and
+// help come from common's table (vipl/stream_config.h); only the provider is the ORB's.
 struct Row {
     const char *key;
-    const char *usage;
-    const char *argv_usage;
-    uint32_t Options::*field; // null: the provider
-    uint32_t min, max;
+    const char *stream_key; // null: the provider
 };
 
 const Row kRows[] = {
-    {"viplSpinTime", "viplSpinTime = n microseconds polled before sleeping (0..100000)",
-     "-ORBviplSpinTime <0..100000 us>", &Options::spin_us, 0, 100000},
-    {"viplBufferSize", "viplBufferSize = bytes per message buffer (1024..1048576)",
-     "-ORBviplBufferSize <1024..1048576>", &Options::buffer_size, 1024, 1 << 20},
-    {"viplRecvBuffers", "viplRecvBuffers = receive buffers per connection (2..256)",
-     "-ORBviplRecvBuffers <2..256>", &Options::recv_buffers, 2, 256},
-    {"viplSendBuffers", "viplSendBuffers = send buffers per connection (1..256)",
-     "-ORBviplSendBuffers <1..256>", &Options::send_buffers, 1, 256},
-    {"viplLinger", "viplLinger = ms a closing connection waits for the peer (0..60000)",
-     "-ORBviplLinger <0..60000 ms>", &Options::linger_ms, 0, 60000},
-    {"viplProvider", "viplProvider = auto | shm | tcp", "-ORBviplProvider <auto|shm|tcp>", nullptr,
-     0, 0},
+    {"viplSpinTime", "STREAM_SPIN_US"},         {"viplBufferSize", "STREAM_BUFFER_SIZE"},
+    {"viplRecvBuffers", "STREAM_RECV_BUFFERS"}, {"viplSendBuffers", "STREAM_SEND_BUFFERS"},
+    {"viplLinger", "STREAM_LINGER_MS"},         {"viplProvider", nullptr},
 };
 
-class Handler : public omni::orbOptions::Handler {
+const StreamConfigKey *stream_key(const char *name) {
+    for (const StreamConfigKey &k : stream_config_table())
+        if (!strcmp(k.name, name)) return &k;
+    return nullptr;
+}
+
+// "viplLinger = <help> (0..3600000, default 5000)" and "-ORBviplLinger <0..3600000>".
+std::string usage_text(const Row &r, bool argv) {
+    if (!r.stream_key)
+        return argv ? std::string("-ORB") + r.key + " <auto|shm|tcp>"
+                    : std::string(r.key) + " = auto | shm | tcp (default auto: shm for this host)";
+    const StreamConfigKey *k = stream_key(r.stream_key);
+    std::string range = std::to_string(k->min) + ".." + std::to_string(k->max);
+    if (argv) return std::string("-ORB") + r.key + " <" + range + ">";
+    return std::string(r.key) + " = " + k->help + " (" + range + ", default " + k->default_value +
+           ")";
+}
+
+// The usage texts omniORB's handler points to, made before it (base-from-member).
+struct UsageTexts {
+    std::string usage, argv_usage;
+};
+
+class Handler : private UsageTexts, public omni::orbOptions::Handler {
 public:
     explicit Handler(const Row &r)
-        : omni::orbOptions::Handler(r.key, r.usage, 1, r.argv_usage), row_(r) {}
+        : UsageTexts{usage_text(r, false), usage_text(r, true)}, omni::orbOptions::Handler(
+                                                                     r.key,
+                                                                     UsageTexts::usage.c_str(), 1,
+                                                                     argv_usage.c_str()),
+          row_(r) {}
 
     void visit(const char *value, omni::orbOptions::Source) override {
-        if (!row_.field) {
+        if (!row_.stream_key) {
             if (!strcmp(value, "auto"))
                 options().provider = Transport::automatic;
             else if (!strcmp(value, "shm"))
@@ -80,17 +93,15 @@ public:
                 throw omni::orbOptions::BadParam(key(), value, "Expect auto, shm or tcp");
             return;
         }
-        CORBA::ULong v;
-        if (!omni::orbOptions::getULong(value, v) || v < row_.min || v > row_.max)
-            throw omni::orbOptions::BadParam(key(), value, "Out of range");
-        options().*row_.field = v;
+        std::string why;
+        if (set_stream_option(options().stream, row_.stream_key, value, &why))
+            throw omni::orbOptions::BadParam(key(), value, why.c_str());
     }
 
     void dump(omni::orbOptions::sequenceString &result) override {
-        if (!row_.field)
-            omni::orbOptions::addKVString(key(), provider_name(options().provider), result);
-        else
-            omni::orbOptions::addKVULong(key(), options().*row_.field, result);
+        std::string v = row_.stream_key ? stream_option_value(options().stream, row_.stream_key)
+                                        : provider_name(options().provider);
+        omni::orbOptions::addKVString(key(), v.c_str(), result);
     }
 
 private:

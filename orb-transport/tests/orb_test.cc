@@ -3,6 +3,8 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include "vipl/stream_config.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -91,7 +93,9 @@ struct Proc {
     }
 };
 
-void spawn(Proc &p, const std::string &prog, const Args &args, bool preload = false) {
+// stderr: also into p.out (omniORB's log), or left as the test's own.
+void spawn(Proc &p, const std::string &prog, const Args &args, bool preload = false,
+           bool with_stderr = false) {
     int o[2], i[2];
     REQUIRE(pipe2(o, O_CLOEXEC) == 0);
     REQUIRE(pipe2(i, O_CLOEXEC) == 0);
@@ -101,6 +105,7 @@ void spawn(Proc &p, const std::string &prog, const Args &args, bool preload = fa
     REQUIRE(pid >= 0);
     if (pid == 0) {
         dup2(o[1], 1);
+        if (with_stderr) dup2(o[1], 2);
         dup2(i[0], 0);
         if (preload) setenv("LD_PRELOAD", ORB_PLUGIN, 1);
         setenv("OMNIORB_CONFIG", "/dev/null", 1);
@@ -414,4 +419,53 @@ TEST_CASE("server transport rules match a vipl peer's real address") {
     r = run_client(ior, {"sizes"});
     CHECK(r.code == 3);
     CHECK((contains(r.out, "TRANSIENT") || contains(r.out, "COMM_FAILURE")));
+}
+
+TEST_CASE("the ORB's vipl options are the stream's: its ranges, defaults and messages") {
+    // Each ORB option with the stream key it stands for (vipl/stream_config.h).
+    const std::pair<const char *, const char *> rows[] = {
+        {"viplSpinTime", "STREAM_SPIN_US"},
+        {"viplBufferSize", "STREAM_BUFFER_SIZE"},
+        {"viplRecvBuffers", "STREAM_RECV_BUFFERS"},
+        {"viplSendBuffers", "STREAM_SEND_BUFFERS"},
+        {"viplLinger", "STREAM_LINGER_MS"}};
+    auto key = [](const char *name) {
+        for (const vipl::StreamConfigKey &k : vipl::stream_config_table())
+            if (std::string(k.name) == name) return k;
+        FAIL("no stream key " << name);
+        return vipl::StreamConfigKey{};
+    };
+
+    // Defaults: omniORB's dump of the configuration shows the stream table's.
+    Proc s;
+    spawn(s, "orb-echo-server", {"-ORBendPoint", "giop:vipl::0", "-ORBdumpConfiguration", "1"},
+          false, true);
+    std::string dump;
+    for (std::string l; !contains(dump, "IOR:") && !(l = s.line(15000)).empty();) dump += l + "\n";
+    INFO(dump);
+    for (auto [orb, stream] : rows)
+        CHECK(contains(dump, std::string(orb) + " = " + key(stream).default_value));
+    CHECK(contains(dump, "viplProvider = auto"));
+
+    // A value the stream refuses is refused by the ORB, with the stream's sentence.
+    for (auto [orb, stream] : rows) {
+        auto k = key(stream);
+        for (uint64_t bad : {k.max + 1, k.min > 0 ? k.min - 1 : k.max + 2}) {
+            Proc p;
+            spawn(p, "orb-echo-server",
+                  {"-ORBendPoint", "giop:vipl::0", std::string("-ORB") + orb, std::to_string(bad)},
+                  false, true);
+            std::string out = p.rest(15000);
+            INFO(orb << " " << bad << ": " << out);
+            CHECK(p.wait(10000) != 0);
+            CHECK(contains(out,
+                           "out of range " + std::to_string(k.min) + ".." + std::to_string(k.max)));
+        }
+    }
+    // One in range is taken.
+    Proc ok;
+    std::string ior = start_server(
+        ok, {"-ORBendPoint", "giop:vipl::0", "-ORBviplRecvBuffers", "1", "-ORBviplLinger", "0"});
+    auto r = run_client(ior, {"sizes"});
+    CHECK(r.code == 0);
 }

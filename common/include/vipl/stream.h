@@ -87,7 +87,7 @@ struct StreamOptions {
     // Base budget, in microseconds, of the spin a blocking call makes before it sleeps in
     // the kernel (0: no spinning).  libvipl's adaptive policy spends it (vipl/spin.h):
     // less while spinning does not pay, none while the peer waits on this CPU.
-    uint32_t spin_us = 10;
+    uint32_t spin_us = 20;
     // Shareable: the stream (made by connect(), or accepted by a Listener with this set)
     // is shared with the children the process forks afterwards, and may be used by
     // several threads at once (see the fork and thread rules above).  Its state lives in

@@ -7,12 +7,13 @@
 // LD_PRELOAD=libomniviplTP4.so.
 //
 // Endpoints: -ORBendPoint giop:vipl:<host>:<port>   (host optional, port 0 = any)
-// Options (-ORB<key> <value>, or "<key> = <value>" in omniORB.cfg):
-//   viplSpinTime     microseconds polled before sleeping (default 20)
-//   viplBufferSize   bytes per message buffer (default 65536)
-//   viplRecvBuffers  receive buffers per connection (default 16)
-//   viplSendBuffers  send buffers per connection (default 16)
-//   viplLinger       ms a closing connection waits for the peer (default 1000)
+// Options (-ORB<key> <value>, or "<key> = <value>" in omniORB.cfg): the stream's own
+// (vipl/stream_config.h: the same ranges and defaults as VIPL_STREAM_*), and the provider.
+//   viplSpinTime     STREAM_SPIN_US: microseconds polled before sleeping (default 20)
+//   viplBufferSize   STREAM_BUFFER_SIZE: bytes per message buffer (default 65536)
+//   viplRecvBuffers  STREAM_RECV_BUFFERS: receive buffers per connection (default 16)
+//   viplSendBuffers  STREAM_SEND_BUFFERS: send buffers per connection (default 16)
+//   viplLinger       STREAM_LINGER_MS: ms a closing connection waits for the peer (5000)
 //   viplProvider     auto | shm | tcp (default auto: shm for this host)
 //
 // Thread and signal rules: the functions below are thread-safe and not
