@@ -545,7 +545,7 @@ class Report:
                   "every record waits for its cache line to come back (the raw ring pays the "
                   "same). *Computing*: awake, not looking at the ring during the batch. "
                   "*Asleep*: it sleeps in VipRecvWait, so the post makes the system call that "
-                  "wakes it (one post per sample). *Forced*: `VIPL_FORCE_DOORBELL=1` writes the "
+                  "wakes it (one post per sample). *Forced*: `VIPL_SHM_FORCE_DOORBELL=1` writes the "
                   "eventfd of an awake peer (no wake-up). Batches of 32 posts, median.", "")
         rows = []
         for call, bench, size, paper in (("VipPostSend (8 B)", "post_send", 8, PAPER_POST_SEND),

@@ -390,7 +390,7 @@ class Runner:
         if not path:
             self.fail("post_cost", transport, "cross", "bench-vipl-postcost was not built")
             return
-        env = {"VIPL_FORCE_DOORBELL": force, "VIPL_SPIN_US": SPIN_US}
+        env = {"VIPL_SHM_FORCE_DOORBELL": force, "VIPL_SPIN_US": SPIN_US}
         try:
             out = self.run([path, "--cpus", "0,1", "--batch", "32", "--batches", "4000",
                             "--peer", peer, "--timeout", str(TIMEOUT_S)], env, TIMEOUT_S + 10)

@@ -3,7 +3,7 @@
 // The client (measured) posts batches of `batch` descriptors between two
 // clock reads and reports ns per call.  The server, on the other CPU, spins
 // in VipRecvWait with a large budget, so the client always finds it awake:
-// posting then needs no doorbell unless VIPL_FORCE_DOORBELL=1 makes the
+// posting then needs no doorbell unless VIPL_SHM_FORCE_DOORBELL=1 makes the
 // client write the server's eventfd on every post (the system call the
 // paper's driver made).  The server's own settings are fixed here so only
 // the client's environment varies between runs.
@@ -233,7 +233,7 @@ int main(int argc, char **argv) {
         alarm(static_cast<unsigned>(p.timeout_s));
         // Read by libvipl at its first use, which is after this point in the child.
         setenv("VIPL_SPIN_US", p.peer == "asleep" ? "0" : "1000000", 1);
-        setenv("VIPL_FORCE_DOORBELL", "0", 1);
+        setenv("VIPL_SHM_FORCE_DOORBELL", "0", 1);
         pin_cpu(p.server_cpu);
         server(p, disc);
         _exit(0);

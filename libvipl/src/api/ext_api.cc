@@ -188,18 +188,28 @@ VIP_RETURN VipProviderInfo(VIP_ULONG Index, VIP_PROVIDER_INFO *Info) {
 }
 
 VIP_ULONG VipConfigCount(void) {
-    return config_key_count();
+    size_t n = core_config_table().count();
+    for (size_t i = 0; i < provider_count(); ++i) n += provider_at(i)->config().count();
+    return static_cast<VIP_ULONG>(n);
 }
 
 VIP_RETURN VipConfigInfo(VIP_ULONG Index, VIP_CONFIG_INFO *Info) {
     // The configuration is loaded once under std::call_once: a handler that
     // interrupted that load and read it again would deadlock.
     return api_call([&] {
-        if (!Info || Index >= config_key_count()) return VIP_INVALID_PARAMETER;
-        const ConfigKey &k = config_key(Index);
+        if (!Info) return VIP_INVALID_PARAMETER;
+        // The core's keys, then each provider's in registry order.
+        ConfigTable *t = &core_config_table();
+        size_t i = Index;
+        for (size_t p = 0; i >= t->count(); ++p) {
+            if (p == provider_count()) return VIP_INVALID_PARAMETER;
+            i -= t->count();
+            t = &provider_at(p)->config();
+        }
+        const ConfigKey &k = t->key(i);
         Info->Name = k.name;
         Info->DefaultValue = k.default_value;
-        Info->Value = config_value_text(Index);
+        Info->Value = t->value_text(i);
         Info->Help = k.help;
         return VIP_SUCCESS;
     });

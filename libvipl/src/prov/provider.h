@@ -10,6 +10,7 @@
 // of core/vi.h.
 #pragma once
 
+#include "core/config.h"
 #include "core/objects.h"
 
 #include <poll.h>
@@ -168,6 +169,8 @@ struct ProviderOps {
     bool (*matches)(const char *device);
     const NicOps *nic;
     const ViOps *vi;
+    // Its configuration keys, under its prefix (listed after the core's).
+    ConfigTable &(*config)();
 };
 
 // Built-in providers, in the order vipl-info lists them.

@@ -121,28 +121,54 @@ TEST_CASE("configuration from the environment (fresh process)", "[.][ext-env]") 
     CHECK(vt::config_value(key.c_str()) == want);
 }
 
-TEST_CASE("Configuration values come from VIPL_ variables", "[ext]") {
-    // LIVENESS_MS (see the README) set to another valid value in a fresh process.
-    std::string key, def;
+namespace {
+
+// The default of configuration key `name` ("" when there is no such key).
+std::string config_default(const std::string &name) {
     for (VIP_ULONG i = 0; i < VipConfigCount(); ++i) {
         VIP_CONFIG_INFO info;
         REQUIRE(VipConfigInfo(i, &info) == VIP_SUCCESS);
-        if (std::string(info.Name) == "LIVENESS_MS") {
-            key = info.Name;
-            def = info.DefaultValue;
-        }
+        if (name == info.Name) return info.DefaultValue;
     }
-    if (key.empty()) {
-        WARN("no LIVENESS_MS key: not checked");
-        return;
-    }
-    std::string other = def == "37" ? "38" : "37";
-    int status = vt::run_fresh(
-        "configuration from the environment (fresh process)",
-        {"VIPL_" + key + "=" + other, "VIPL_TEST_KEY=" + key, "VIPL_TEST_WANT=" + other});
+    return {};
+}
+
+// Runs the fresh-process case with `env` set and VIPL_TEST_KEY's value expected.
+void expect_fresh(const std::vector<std::string> &env, const std::string &key,
+                  const std::string &want) {
+    std::vector<std::string> all = env;
+    all.push_back("VIPL_TEST_KEY=" + key);
+    all.push_back("VIPL_TEST_WANT=" + want);
+    int status = vt::run_fresh("configuration from the environment (fresh process)", all);
     INFO(vt::status_text(status));
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
+}
+
+} // namespace
+
+TEST_CASE("Configuration values come from VIPL_ variables", "[ext]") {
+    // A core key and a provider's (listed after the core's), each set to another valid
+    // value in a fresh process.
+    for (std::string key : {"CONNECT_ACK_MS", "SHM_LIVENESS_MS", "TCP_DEAD_MS"}) {
+        INFO(key);
+        std::string def = config_default(key);
+        REQUIRE(!def.empty());
+        std::string other = def == "1037" ? "1038" : "1037";
+        expect_fresh({"VIPL_" + key + "=" + other}, key, other);
+    }
+}
+
+TEST_CASE("Renamed shm keys still read their old names, the new name first", "[ext]") {
+    // SHM_CMA was CMA, SHM_COPY_THRESHOLD was COPY_THRESHOLD (libvipl's README).
+    REQUIRE(config_default("CMA").empty());
+    REQUIRE(config_default("SHM_CMA") == "1");
+    expect_fresh({"VIPL_CMA=0"}, "SHM_CMA", "0");
+    expect_fresh({"VIPL_CMA=0", "VIPL_SHM_CMA=1"}, "SHM_CMA", "1");
+    std::string def = config_default("SHM_COPY_THRESHOLD");
+    REQUIRE(!def.empty());
+    std::string other = def == "256" ? "257" : "256";
+    expect_fresh({"VIPL_COPY_THRESHOLD=" + other}, "SHM_COPY_THRESHOLD", other);
 }
 
 TEST_CASE("VipQueryViCounters counts messages and bytes", "[ext]") {
@@ -315,6 +341,7 @@ TEST_CASE("A VI's wait fd becomes readable when the peer process dies", "[ext][w
                              attrs.MaxTransferSize,
                              nullptr,
                              ptag,
+                             VIP_FALSE,
                              VIP_FALSE,
                              VIP_FALSE};
         VIP_VI_HANDLE vi;

@@ -35,7 +35,7 @@ enum Phase : int32_t {
 };
 
 // Ring traffic: the largest sends that still go through the ring
-// (VIPL_COPY_THRESHOLD's default), at most four outstanding per queue so
+// (VIPL_SHM_COPY_THRESHOLD's default), at most four outstanding per queue so
 // that no work queue grows past its first allocation.
 constexpr uint32_t kWrapMsg = 512;
 constexpr int kWave = 4;

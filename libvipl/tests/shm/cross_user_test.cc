@@ -36,7 +36,7 @@ bool can_read(pid_t pid) {
 }
 
 bool cma_on() {
-    return vt::config_value("CMA") == "1";
+    return vt::config_value("SHM_CMA") == "1";
 }
 
 // One side of the exchange; assertions run on the main thread of its process.
@@ -282,7 +282,7 @@ void exchange(bool drop) {
 
 TEST_CASE("shm child: cross-user exchange", "[.]") {
     if (!getenv("VT_FRESH")) return; // started by the case below only
-    REQUIRE(vt::config_value("CMA") == "0");
+    REQUIRE(vt::config_value("SHM_CMA") == "0");
     exchange(false);
 }
 
@@ -290,10 +290,11 @@ TEST_CASE("different users: everything works through the pipelined copy", "[shm]
     if (geteuid() == 0) {
         exchange(true);
     } else {
-        WARN("not root: the different-user case was NOT run; running both sides with VIPL_CMA=0 "
-             "instead");
+        WARN(
+            "not root: the different-user case was NOT run; running both sides with VIPL_SHM_CMA=0 "
+            "instead");
         int status =
-            vt::run_fresh("shm child: cross-user exchange", {"VT_FRESH=1", "VIPL_CMA=0"}, 100);
+            vt::run_fresh("shm child: cross-user exchange", {"VT_FRESH=1", "VIPL_SHM_CMA=0"}, 100);
         INFO("fresh process " << vt::status_text(status));
         REQUIRE(status == 0);
     }

@@ -121,9 +121,9 @@ public:
     Side(const Flow &f, int role) : f_(f), role_(role) {}
 
     Result run(const std::string &disc) {
-        cma_ = vt::config_value("CMA") == "1";
-        threshold_ = std::stoul(vt::config_value("COPY_THRESHOLD"));
-        align_ = std::stoul(vt::config_value("GET_ALIGN"));
+        cma_ = vt::config_value("SHM_CMA") == "1";
+        threshold_ = std::stoul(vt::config_value("SHM_COPY_THRESHOLD"));
+        align_ = std::stoul(vt::config_value("SHM_GET_ALIGN"));
         dslot_ = (32 + 16 * std::max(2, f_.max_segs) + 63) & ~63u;
         buf_ =
             (static_cast<size_t>(f_.max_size) + 64 + 64 * (f_.max_segs + 2) + 4095) & ~size_t(4095);
@@ -426,8 +426,9 @@ TEST_CASE("shm child: integrity flow", "[.]") {
 }
 
 TEST_CASE("integrity: default configuration with single segments", "[shm][integrity]") {
-    std::vector<std::string> env = {"VIPL_CMA=1", "VIPL_COPY_THRESHOLD=512", "VT_FLOW_SEED=11",
-                                    "VT_FLOW_ROUNDS=60", "VT_FLOW_WANT_BOTH_PATHS=1"};
+    std::vector<std::string> env = {"VIPL_SHM_CMA=1", "VIPL_SHM_COPY_THRESHOLD=512",
+                                    "VT_FLOW_SEED=11", "VT_FLOW_ROUNDS=60",
+                                    "VT_FLOW_WANT_BOTH_PATHS=1"};
     SECTION("two processes") {
         run_flow("procs", env);
     }
@@ -437,7 +438,7 @@ TEST_CASE("integrity: default configuration with single segments", "[shm][integr
 }
 
 TEST_CASE("integrity: scatter/gather with random segment splits", "[shm][integrity]") {
-    std::vector<std::string> env = {"VIPL_CMA=1", "VT_FLOW_SEED=22", "VT_FLOW_ROUNDS=50",
+    std::vector<std::string> env = {"VIPL_SHM_CMA=1", "VT_FLOW_SEED=22", "VT_FLOW_ROUNDS=50",
                                     "VT_FLOW_SEGS=64"};
     SECTION("two processes") {
         run_flow("procs", env);
@@ -447,8 +448,8 @@ TEST_CASE("integrity: scatter/gather with random segment splits", "[shm][integri
     }
 }
 
-TEST_CASE("integrity: pipelined copy forced with VIPL_CMA=0", "[shm][integrity]") {
-    std::vector<std::string> env = {"VIPL_CMA=0", "VT_FLOW_SEED=33", "VT_FLOW_ROUNDS=50",
+TEST_CASE("integrity: pipelined copy forced with VIPL_SHM_CMA=0", "[shm][integrity]") {
+    std::vector<std::string> env = {"VIPL_SHM_CMA=0", "VT_FLOW_SEED=33", "VT_FLOW_ROUNDS=50",
                                     "VT_FLOW_SEGS=4"};
     SECTION("two processes") {
         run_flow("procs", env);
@@ -458,9 +459,9 @@ TEST_CASE("integrity: pipelined copy forced with VIPL_CMA=0", "[shm][integrity]"
     }
 }
 
-TEST_CASE("integrity: VIPL_GET_ALIGN=8 with unaligned buffers", "[shm][integrity]") {
-    run_flow("procs", {"VIPL_GET_ALIGN=8", "VIPL_CMA=1", "VT_FLOW_SEED=44", "VT_FLOW_ROUNDS=50",
-                       "VT_FLOW_WANT_UNALIGNED=1"});
+TEST_CASE("integrity: VIPL_SHM_GET_ALIGN=8 with unaligned buffers", "[shm][integrity]") {
+    run_flow("procs", {"VIPL_SHM_GET_ALIGN=8", "VIPL_SHM_CMA=1", "VT_FLOW_SEED=44",
+                       "VT_FLOW_ROUNDS=50", "VT_FLOW_WANT_UNALIGNED=1"});
 }
 
 TEST_CASE("integrity: VIPL_SHM_RING_SIZE=2048 with large messages", "[shm][integrity]") {
@@ -473,7 +474,7 @@ TEST_CASE("integrity: VIPL_SHM_RING_SIZE=2048 with large messages", "[shm][integ
         run_flow("threads", env);
     }
     SECTION("two processes without cross-memory attach") {
-        env.push_back("VIPL_CMA=0");
+        env.push_back("VIPL_SHM_CMA=0");
         run_flow("procs", env);
     }
 }
@@ -492,7 +493,7 @@ TEST_CASE("integrity: other reliability levels", "[shm][integrity]") {
 TEST_CASE("shm child: imitated record", "[.]") {
     if (!getenv("VT_FRESH")) return; // started by the case below only
     REQUIRE(vt::config_value("SHM_RING_SIZE") == "8192");
-    REQUIRE(vt::config_value("COPY_THRESHOLD") == "512");
+    REQUIRE(vt::config_value("SHM_COPY_THRESHOLD") == "512");
     vt::Nic na("shm0"), nb("shm0");
     vt::Memory ma(na, 1 << 20), mb(nb, 1 << 20);
     vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
@@ -565,7 +566,7 @@ TEST_CASE("integrity: payload bytes that imitate a ring record are never taken f
           "[shm][integrity]") {
     int status =
         vt::run_fresh("shm child: imitated record",
-                      {"VT_FRESH=1", "VIPL_SHM_RING_SIZE=8192", "VIPL_COPY_THRESHOLD=512"}, 60);
+                      {"VT_FRESH=1", "VIPL_SHM_RING_SIZE=8192", "VIPL_SHM_COPY_THRESHOLD=512"}, 60);
     INFO("fresh process " << vt::status_text(status));
     REQUIRE(status == 0);
 }

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/wait.h"
 #include "prov/shm/shm.h"
+#include "prov/shm/shm_config.h"
 #include "prov/util/unix_socket.h"
 
 #include <cerrno>
@@ -211,7 +212,7 @@ void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_
     ep->can_access_peer = can_access && !ep->peer->shareable;
     ep->peer_can_access_me = ep->peer->can_access && !vi->shareable;
     ep->reliability = vi->attrs.ReliabilityLevel;
-    const Config &cfg = config();
+    const ShmConfig &cfg = config();
     ep->copy_threshold = cfg.copy_threshold;
     ep->get_align = cfg.get_align;
     ep->force_doorbell = cfg.force_doorbell;
@@ -225,8 +226,7 @@ void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_efd, pid_
 // Acceptor side: creates the connection memory and completes the handshake.
 VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_ATTRIBUTES *rattrs) {
     Endpoint *ep = endpoint(vi);
-    const Config &cfg = config();
-    uint32_t ring = cfg.shm_ring_size;
+    uint32_t ring = config().ring_size;
     uint32_t header = static_cast<uint32_t>(round_line(sizeof(ConnHeader)));
     size_t size = (static_cast<size_t>(header) + 2ull * ring + 4095) & ~size_t(4095);
     int memfd = fd_track(memfd_create("vipl-conn", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -273,7 +273,7 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     int ngot = 0;
     // Not interruptible: the requester may have connected already.
     Recv r = sent ? recv_msg(sock, &ack, sizeof ack, got, 2, &ngot,
-                             now_ns() + cfg.connect_ack_ms * 1000000ull, false)
+                             now_ns() + vipl::config().connect_ack_ms * 1000000ull, false)
                   : Recv::error;
     if (r == Recv::no_room) {
         VIPL_ERROR("connection from pid %d: no descriptor left for its handshake", peer_pid);
@@ -466,7 +466,7 @@ PendingConn *take_request(ShmNic::Listener *l, bool *failed) {
             }
             break;
         }
-        l->early.push_back({s, now_ns() + config().connect_ack_ms * 1000000ull});
+        l->early.push_back({s, now_ns() + vipl::config().connect_ack_ms * 1000000ull});
         watch_early(l, s, true);
     }
     uint64_t now = now_ns();
@@ -736,7 +736,7 @@ static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *
                 return VIP_NOT_DONE;
             }
             p->sock = s;
-            p->sock_deadline = now_ns() + config().connect_ack_ms * 1000000ull;
+            p->sock_deadline = now_ns() + vipl::config().connect_ack_ms * 1000000ull;
         }
         Hello h{};
         int n = 0;

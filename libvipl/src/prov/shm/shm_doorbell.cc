@@ -4,6 +4,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "prov/shm/shm.h"
+#include "prov/shm/shm_config.h"
 
 #include <cerrno>
 #include <poll.h>

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/vi.h"
 #include "prov/shm/shm.h"
+#include "prov/shm/shm_config.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "prov/enosys.h"
 #include "prov/shm/shm.h"
+#include "prov/shm/shm_config.h"
 #include "prov/util/unix_socket.h"
 
 #include <cerrno>
@@ -105,7 +106,7 @@ VIP_RETURN nic_open(Nic *nic, const char *device) {
     a.NicAddressLen = kHostAddressLen;
     host_address(nic->address);
     a.MaxDiscriminatorLen = kMaxDiscriminator;
-    a.NativeMTU = config().shm_ring_size / 2;
+    a.NativeMTU = config().ring_size / 2;
     a.ReliabilityLevelSupport =
         VIP_SERVICE_UNRELIABLE | VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
     a.RDMAReadSupport = VIP_SERVICE_RELIABLE_DELIVERY | VIP_SERVICE_RELIABLE_RECEPTION;
@@ -229,11 +230,12 @@ extern const ProviderOps shm_provider = {
     sizeof(ProviderOps),
     "shm",
     [] { return "shm0"; },
-    "same host: shared-memory rings, COPY-SEND-COPY below COPY_THRESHOLD, SEND-GET above "
+    "same host: shared-memory rings, COPY-SEND-COPY below SHM_COPY_THRESHOLD, SEND-GET above "
     "(process_vm_readv), doorbell only when the peer sleeps",
     shm::matches,
     &shm::kNicOps,
     &shm::kViOps,
+    shm::config_table,
 };
 
 } // namespace vipl

@@ -198,10 +198,10 @@ VIP_RETURN move_by(int fd, uint8_t *buf, bool out, uint64_t deadline, bool inter
 VIP_RETURN offer(Vi *vi, int fd, const Hello &req, const VIP_NET_ADDRESS *local) {
     Hello a = make_hello(kHelloAccept, vi, local);
     a.window = own_window(fd);
-    VIP_RETURN rc = send_hello(fd, a, now_ns() + config().connect_ack_ms * 1000000ull, false);
+    VIP_RETURN rc = send_hello(fd, a, now_ns() + vipl::config().connect_ack_ms * 1000000ull, false);
     Hello ack{};
     if (rc == VIP_SUCCESS)
-        rc = recv_hello(fd, &ack, now_ns() + config().connect_ack_ms * 1000000ull, false);
+        rc = recv_hello(fd, &ack, now_ns() + vipl::config().connect_ack_ms * 1000000ull, false);
     if (rc != VIP_SUCCESS || ack.type != kHelloAck) {
         VIPL_INFO("tcp: connection request abandoned before the handshake ended");
         return VIP_TIMEOUT;
@@ -218,7 +218,8 @@ VIP_RETURN conclude(Vi *vi, int fd, const Hello &answer, const VIP_NET_ADDRESS *
     }
     if (answer.type != kHelloAccept) return VIP_REJECT;
     Hello ack = make_hello(kHelloAck, vi, local);
-    VIP_RETURN rc = send_hello(fd, ack, now_ns() + config().connect_ack_ms * 1000000ull, false);
+    VIP_RETURN rc =
+        send_hello(fd, ack, now_ns() + vipl::config().connect_ack_ms * 1000000ull, false);
     if (rc != VIP_SUCCESS) return VIP_REJECT;
     rc = start_endpoint(vi, fd, answer);
     if (rc == VIP_SUCCESS && rattrs) fill_attrs(answer, rattrs);

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/vi.h"
 #include "prov/tcp/tcp.h"
+#include "prov/tcp/tcp_config.h"
 
 #include <cerrno>
 #include <cstring>
@@ -24,11 +25,11 @@ namespace {
 // then (TCP_USER_TIMEOUT), and an idle connection probes every second or so
 // so that the same timeout applies to it.
 void tune_socket(int fd) {
-    const Config &c = config();
+    const TcpConfig &c = config();
     int one = 1;
-    int probe_s = std::max<int>(1, static_cast<int>(c.tcp_dead_ms / 3000));
-    int count = std::max<int>(2, static_cast<int>(c.tcp_dead_ms / 1000 / probe_s) + 1);
-    unsigned timeout = c.tcp_dead_ms;
+    int probe_s = std::max<int>(1, static_cast<int>(c.dead_ms / 3000));
+    int count = std::max<int>(2, static_cast<int>(c.dead_ms / 1000 / probe_s) + 1);
+    unsigned timeout = c.dead_ms;
     int saved = errno;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -79,8 +80,8 @@ VIP_RETURN start_endpoint(Vi *vi, int sock, const Hello &peer) {
     ep->rx = rx;
     ep->reliability = vi->attrs.ReliabilityLevel;
     ep->mtu = vi->attrs.MaxTransferSize;
-    ep->ack_threshold = config().tcp_ack_threshold;
-    ep->frame_wait_us = config().tcp_frame_wait_us;
+    ep->ack_threshold = config().ack_threshold;
+    ep->frame_wait_us = config().frame_wait_us;
     ep->window = peer.window;
     ep->my_window = own_window(sock);
     ep->up = true;

@@ -212,7 +212,7 @@ void pump(Nic *nic, Listener *l) {
         if (fd < 0) break;
         auto *in = new Incoming;
         in->fd = fd;
-        in->deadline = now_ns() + config().connect_ack_ms * 1000000ull;
+        in->deadline = now_ns() + vipl::config().connect_ack_ms * 1000000ull;
         l->incoming.push_back(in);
         watch(l, in, true);
     }

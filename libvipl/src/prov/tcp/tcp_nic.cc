@@ -4,6 +4,7 @@
 #include "core/log.h"
 #include "prov/enosys.h"
 #include "prov/tcp/tcp.h"
+#include "prov/tcp/tcp_config.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -201,13 +202,13 @@ uint16_t port_of(const uint8_t *d, uint16_t len) {
     if (len == 2 && (d[0] || d[1])) return static_cast<uint16_t>(d[0] << 8 | d[1]);
     uint32_t h = 2166136261u;
     for (int i = 0; i < len; ++i) h = (h ^ d[i]) * 16777619u;
-    const Config &c = config();
-    return static_cast<uint16_t>(c.tcp_port_base + h % c.tcp_port_range);
+    const TcpConfig &c = config();
+    return static_cast<uint16_t>(c.port_base + h % c.port_range);
 }
 
 void size_receive_buffer(int fd) {
     // Privileged processes get the whole size; others what net.core.rmem_max allows.
-    int want = static_cast<int>(std::min<uint64_t>(4ull * config().tcp_window, 1u << 30));
+    int want = static_cast<int>(std::min<uint64_t>(4ull * config().window, 1u << 30));
     int saved = errno;
     if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
@@ -223,7 +224,7 @@ uint32_t own_window(int fd) {
     // The kernel reports twice what it keeps for data; a quarter of the
     // report leaves room for its per-packet overhead with small frames.
     uint64_t w =
-        std::min<uint64_t>(static_cast<uint64_t>(have > 0 ? have : 0) / 4, config().tcp_window);
+        std::min<uint64_t>(static_cast<uint64_t>(have > 0 ? have : 0) / 4, config().window);
     return static_cast<uint32_t>(std::max<uint64_t>(w, kMinWindow));
 }
 
@@ -420,6 +421,7 @@ extern const ProviderOps tcp_provider = {
     tcp::matches,
     &tcp::kNicOps,
     &tcp::kViOps,
+    tcp::config_table,
 };
 
 } // namespace vipl

@@ -286,7 +286,7 @@ void setup() {
     setenv("VIPL_LOG_LEVEL", "error", 0);
     setenv("VIPL_SHM_RING_SIZE", "8192", 0); // laps come quickly
     // Processes of two users: no cross-memory attach, everything through the ring.
-    setenv("VIPL_CMA", "0", 0);
+    setenv("VIPL_SHM_CMA", "0", 0);
     if (VipOpenNic("shm0", &h->nic) != VIP_SUCCESS || VipCreatePtag(h->nic, &h->ptag) ||
         VipOpenNic("shm0", &h->hostile_nic) != VIP_SUCCESS ||
         VipCreatePtag(h->hostile_nic, &h->hostile_ptag) != VIP_SUCCESS)

@@ -1,0 +1,50 @@
+// The shm provider's configuration table: its keys, under the provider's prefix.
+#include "prov/shm/shm_config.h"
+
+namespace vipl::shm {
+namespace {
+
+#define ROW(name, def, type, field, lo, hi, help, old)                                             \
+    VIPL_CONFIG_ALIAS(ShmConfig, name, def, type, field, lo, hi, help, old)
+
+const ConfigRow kRows[] = {
+    ROW("SHM_COPY_THRESHOLD", "512", u32, copy_threshold, 0, 65536,
+        "sends of at most this many bytes use COPY-SEND-COPY through the ring, larger ones "
+        "SEND-GET (single copy by the receiver)",
+        "COPY_THRESHOLD"),
+    ROW("SHM_GET_ALIGN", "1", u32, get_align, 1, 4096,
+        "SEND-GET only when every buffer address is a multiple of this (8 mimics the paper's "
+        "hardware); other sends use the copy path",
+        "GET_ALIGN"),
+    ROW("SHM_RING_SIZE", "8192", u32, ring_size, 2048, 1u << 24,
+        "bytes of each direction's ring in a shm connection (power of two)", nullptr),
+    ROW("SHM_FORCE_DOORBELL", "0", boolean, force_doorbell, 0, 1,
+        "ring the peer's doorbell on every post even when it is awake (for measurements)",
+        "FORCE_DOORBELL"),
+    ROW("SHM_CMA", "1", boolean, cma, 0, 1,
+        "use cross-memory attach (process_vm_readv/writev); 0 forces the pipelined copy", "CMA"),
+    ROW("SHM_LIVENESS_MS", "10", u32, liveness_ms, 1, 60000,
+        "calls that do not sleep check that the peer is alive this often", "LIVENESS_MS"),
+};
+#undef ROW
+
+void check(void *values, std::vector<std::string> &bad) {
+    uint32_t &ring = static_cast<ShmConfig *>(values)->ring_size;
+    if (ring & (ring - 1)) {
+        bad.push_back("VIPL_SHM_RING_SIZE (not a power of two)");
+        ring = 8192;
+    }
+}
+
+} // namespace
+
+ConfigTable &config_table() {
+    static ConfigOf<ShmConfig> table(kRows, check);
+    return table;
+}
+
+const ShmConfig &config() {
+    return static_cast<ConfigOf<ShmConfig> &>(config_table()).get();
+}
+
+} // namespace vipl::shm
