@@ -37,7 +37,12 @@ static bool interrupted(VIP_RETURN *rc) {
     return true;
 }
 
-PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline) {
+// The loop of every sleep in the kernel: `call` (ppoll, epoll_pwait2) sleeps at
+// most the time left, until readiness (its count in *got), the deadline or a signal
+// handler; a call the kernel could not start for want of memory is made again.
+// errno is left as it was.
+template <class Call>
+static PollResult sleep_until(uint64_t deadline, Call call, int *got) {
     for (;;) {
         timespec ts;
         timespec *tp = nullptr;
@@ -46,14 +51,22 @@ PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline) {
             tp = &ts;
         }
         int saved = errno;
-        int r = ppoll(fds, nfds, tp, nullptr);
+        int r = call(tp);
         int err = errno;
         errno = saved;
-        if (r > 0) return PollResult::ready;
+        if (r > 0) {
+            if (got) *got = r;
+            return PollResult::ready;
+        }
         if (r == 0) return PollResult::timeout;
         if (err == EINTR) return PollResult::interrupted;
         if (err != EAGAIN && err != ENOMEM) return PollResult::error;
     }
+}
+
+PollResult poll_until(pollfd *fds, int nfds, uint64_t deadline) {
+    return sleep_until(
+        deadline, [&](const timespec *tp) { return ppoll(fds, nfds, tp, nullptr); }, nullptr);
 }
 
 VIP_RETURN poll_verdict(PollResult pr, uint64_t deadline) {
@@ -72,25 +85,8 @@ VIP_RETURN poll_verdict(PollResult pr, uint64_t deadline) {
 
 PollResult epoll_until(int ep, epoll_event *evs, int max, uint64_t deadline, int *got) {
     *got = 0;
-    for (;;) {
-        timespec ts;
-        timespec *tp = nullptr;
-        if (deadline != kNoDeadline) {
-            ts = to_timespec(deadline);
-            tp = &ts;
-        }
-        int saved = errno;
-        int r = epoll_pwait2(ep, evs, max, tp, nullptr);
-        int err = errno;
-        errno = saved;
-        if (r > 0) {
-            *got = r;
-            return PollResult::ready;
-        }
-        if (r == 0) return PollResult::timeout;
-        if (err == EINTR) return PollResult::interrupted;
-        if (err != EAGAIN && err != ENOMEM) return PollResult::error;
-    }
+    return sleep_until(
+        deadline, [&](const timespec *tp) { return epoll_pwait2(ep, evs, max, tp, nullptr); }, got);
 }
 
 void watch_transport(int ep, Vi *vi, uint64_t data, bool add, uint32_t extra) {
@@ -218,126 +214,6 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
     return done_locked(vi, recv ? vi->rq : vi->sq, out, &rc) ? rc : VIP_NOT_DONE;
 }
 
-// One wait in 32 on average, at random: two peers that wait in step must
-// not probe at fixed, different moments for ever.
-static bool probe_now() {
-    static thread_local uint32_t t_rng __attribute__((tls_model("initial-exec"))) = 0;
-    uint32_t x = t_rng ? t_rng : static_cast<uint32_t>(now_ns()) | 1u;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    t_rng = x;
-    return (x & 31) == 0;
-}
-
-// Whether other tasks wait for this thread's CPU: more than a tenth of the
-// time since the last look went by runnable but not running (the run delay of
-// /proc/thread-self/schedstat), looked at every 2 ms at most (the look costs
-// three system calls).  A spinner there takes the CPU from work that would
-// run in its place (a database node with more processes than CPUs): spin_plan
-// then gives no longer spin for a peer at work.  No /proc: never.
-static bool cpu_contended() {
-    struct Look {
-        uint64_t next = 0, at = 0, delay = 0;
-        bool busy = false;
-    };
-    static thread_local Look t_look __attribute__((tls_model("initial-exec")));
-    Look &l = t_look;
-    // The coarse clock (a tick of 1-4 ms) is enough to pace the looks and costs less.
-    uint64_t now = coarse_ns();
-    if (now < l.next) return l.busy;
-    l.next = now + 2'000'000;
-    int saved = errno;
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    char buf[96];
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) close(fd);
-    errno = saved;
-    unsigned long long run = 0, delay = 0;
-    if (n <= 0) return l.busy = false;
-    buf[n] = 0;
-    if (sscanf(buf, "%llu %llu", &run, &delay) != 2) return l.busy = false;
-    l.busy = l.at && delay > l.delay && (delay - l.delay) * 10 > now - l.at;
-    l.at = now;
-    l.delay = delay;
-    return l.busy;
-}
-
-// How long to spin before sleeping.  None when the peer waits on this very
-// CPU (it could not run to answer).  Spinning that keeps failing shrinks
-// (the peer answers slower than the budget, or shares the CPU unseen; not a
-// peer at work on the VI, below): the
-// budget halves per miss, down to nothing after 10.  Then a probe now and
-// then spins four times the budget: long enough to outlast the wake-up of a
-// peer that sleeps too, so that two peers that both stopped spinning find
-// their way back (a win restores the full budget).  Where the peer waits is
-// unknown, the CPU goes to it every few looks in case it shares ours: every
-// 16th when a look is a system call, else every 64th.  Called with the VI's
-// lock held.
-SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
-    SpinPlan plan;
-    uint64_t ns = base_ns;
-    const ViOps *ops = vi->nic->ops->vi;
-    if (!ns || !(ops->wait_caps & kCapSpin)) return plan;
-    int me = sched_getcpu();
-    int peer = -1;
-    if (vi->prov) peer = ops->exchange_cpu(vi, me);
-    ViLocal &l = vis().local(vi);
-    plan.peer_cpu_known = peer >= 0;
-    l.planned_handoff = peer >= 0 && peer == me;
-    if (l.planned_handoff) {
-        // A peer on this CPU is answered by handing it the CPU, whatever spinning
-        // taught; unless hand-offs keep running nobody: the peer sleeps, or the
-        // scheduler keeps the CPU here (a peer in another session's autogroup, as a
-        // PostgreSQL backend is).  Then a probe now and then.
-        if (l.handoff_misses >= kHandoffMissesMax && !probe_now()) plan.peer_cpu_known = false;
-        return plan;
-    }
-    // While other tasks wait for this CPU, a peer at work earns no longer spin (below):
-    // a caller whose peer takes longer than the budget leaves the CPU to the tasks
-    // waiting for it.  Spins that win go on (a server whose next request comes within
-    // the budget: no wake-up to pay), spins that miss shrink as anywhere.
-    bool contended = config().spin_contended && cpu_contended();
-    // A peer at work on the connection (not asleep on it) answers or gives room soon: a
-    // reader copying out what a writer waits to add to, a server working on a request.
-    // Four times the budget, whatever single misses taught: a sleep and a wake-up across
-    // cores cost more than that on many hosts, and a request that took longer once says
-    // little about the next (ski rental: spinning as long as a sleep costs never costs
-    // more than twice the best).  Unless its spins keep missing: a peer at work on
-    // something else (a server's client between two requests) is spun for as any other.
-    // A peer asleep on the connection waits for us.
-    l.planned_busy = vi->prov && ops->peer_busy(vi);
-    if (l.planned_busy && l.busy_misses < kBusyMissesMax && !contended) {
-        ns *= kBusyPeerFactor;
-    } else if (l.spin_misses >= kSpinMissesMax) {
-        if (!probe_now()) return SpinPlan{};
-        ns *= 4;
-    } else {
-        ns >>= l.spin_misses;
-    }
-    plan.ns = ns;
-    plan.yield_every = plan.peer_cpu_known ? 0 : (ops->wait_caps & kCapSpinByProgress) ? 16 : 64;
-    return plan;
-}
-
-void spin_outcome(Vi *vi, bool won) {
-    ViLocal &l = vis().local(vi);
-    if (l.planned_handoff) {
-        if (won)
-            l.handoff_misses = 0;
-        else if (l.handoff_misses < kHandoffMissesMax)
-            ++l.handoff_misses;
-        return;
-    }
-    if (won) {
-        l.spin_misses = 0;
-        l.busy_misses = 0;
-        return;
-    }
-    if (l.planned_busy && l.busy_misses < kBusyMissesMax) ++l.busy_misses;
-    if (l.spin_misses < kSpinMissesMax) ++l.spin_misses;
-}
-
 // Counts a sleeper in (+1) or out (-1); returns the count before.  Only
 // threads of this process read a private VI's count: with one thread, no
 // locked instruction.
@@ -359,168 +235,241 @@ static bool direct_allowed(Vi *vi) {
            !vi->fd_mode.load(std::memory_order_relaxed);
 }
 
-VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
-    WorkQueue &q = recv ? vi->rq : vi->sq;
-    VIP_RETURN rc;
-    bool level;
-    SpinPlan plan;
-    // Without spinning, the first look's lock goes on to the first sleep's.
-    bool held = false;
-    t_interrupted = false;
-    {
-        ViGuard g(vi);
-        if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
-        // Level-triggered readiness: what is already there makes the first
-        // poll return at once, so no progress (a system call) is needed before it.
-        level = !(vi->nic->ops->vi->wait_caps & kCapEdge);
-        if (level ? take(q, out, &rc) : done_locked(vi, q, out, &rc, true)) return rc;
-        plan = spin_plan(vi, static_cast<uint64_t>(config().spin_us) * 1000);
-        if (!plan.ns) {
-            g.release();
-            held = true;
-        }
-    }
+namespace {
 
-    if (plan.ns) {
-        uint64_t end = now_ns() + plan.ns;
-        if (deadline < end) end = deadline;
-        const ViOps *ops = vi->nic->ops->vi;
-        bool by_progress = ops->wait_caps & kCapSpinByProgress;
-        // If something did run in the last yield (it took a while), an answer
-        // that came after it proves nothing for spinning.
-        unsigned yield_every = plan.yield_every;
-        bool yielded = false;
-        for (unsigned i = 0;; ++i) {
-            // One lock per look: the transport may be torn down by another thread.
-            if (vi->lock.try_lock()) {
-                bool got = false;
-                if (!vis().still(vi, handle)) {
-                    vi->lock.unlock();
-                    return VIP_INVALID_PARAMETER;
-                }
-                if (q.head != q.visible || (vi->prov && (by_progress || ops->pending(vi)))) {
-                    if (q.head == q.visible) vi_progress(vi);
-                    if (interrupted(&rc)) {
-                        vi->lock.unlock();
-                        return rc;
-                    }
-                    got = take(q, out, &rc);
-                }
-                if (got) {
-                    ++vi->counters.SpinWins;
-                    spin_outcome(vi, !yielded);
-                }
-                vi->lock.unlock();
-                if (got) return rc;
-            }
-            cpu_relax();
-            if ((i & 63) == 63 && now_ns() >= end) break;
-            if (yield_every && i % yield_every == yield_every - 1) {
-                uint64_t before = now_ns();
-                sched_yield();
-                yielded = now_ns() - before > 2000;
-            }
-        }
-        ViGuard g(vi);
-        if (vis().still(vi, handle)) spin_outcome(vi, false); // a win returned above
-    }
+// One VipSendWait/VipRecvWait, in its phases: the first look, the spin, then sleeps
+// (each after arming and a last look) in the transport's own read or in (e)poll, until
+// something is taken, the deadline passes or a signal handler runs.
+class ViWait {
+public:
+    ViWait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out)
+        : vi_(vi), handle_(handle), q_(recv ? vi->rq : vi->sq), recv_(recv), deadline_(deadline),
+          out_(out) {}
 
-    for (;;) {
-        // A lone sleeper waits edge-triggered in epoll_wait: no need to drain
-        // the doorbell afterwards, so a wake-up costs one system call on each
-        // side.  Further sleepers poll the doorbell level-triggered and drain it.
-        bool lone = sleepers_add(vi, 1) == 0;
+    // Each phase returns true once the call is over, its result in rc().
+    bool first_look();
+    bool spin();
+    bool sleep();
+    VIP_RETURN rc() const { return rc_; }
+
+private:
+    // What a sleep is to be: set up under the lock by prepare().
+    struct Sleep {
+        bool lone = false;   // alone on the VI: edge-triggered epoll set
+        bool direct = false; // in the transport's own read (provider.h)
+        ViOps::DirectSleep ds{};
         pollfd fds[5];
         int n = 0;
-        bool direct = false;
-        ViOps::DirectSleep ds{};
-        {
-            // A lock held since the first look needs no second look at the handle.
-            ViGuard g = held ? ViGuard(vi, std::adopt_lock) : ViGuard(vi);
-            if (!held && !vis().still(vi, handle)) {
-                sleepers_add(vi, -1);
-                return VIP_INVALID_PARAMETER;
-            }
-            held = false;
-            // A receive waits for arrivals only: the peer consuming our own
-            // messages must not wake it (a ping-pong would sleep twice per message).
-            vi_arm(vi,
-                   recv && !vi->fd_mode.load(std::memory_order_relaxed) && vi->sleepers.load() == 1
-                       ? kWakeRecv
-                       : kWakeAny);
-            // A transport with level-triggered readiness needs no look between
-            // arming and sleeping: whatever arrives meanwhile keeps its
-            // descriptor ready.  The look before (Done, spinning, the last
-            // wake-up) suffices.
-            if (!level) vi_progress(vi);
-            if (vi->prov) vi->nic->ops->vi->idle(vi);
-            if (interrupted(&rc) || take(q, out, &rc)) {
-                if (sleepers_add(vi, -1) == 1) vi_disarm(vi);
-                return rc;
-            }
-            if (lone && level && direct_allowed(vi) && vi->nic->ops->vi->direct_begin(vi, &ds)) {
-                // The bounded recv() must not overshoot the deadline.
-                direct = deadline == kNoDeadline || deadline > now_ns() + ds.slice_ns;
-                if (!direct) vi->nic->ops->vi->direct_end(vi, ds, -1, EAGAIN);
-            }
-            if (lone && (level || !vi_wait_set(vi))) lone = false;
-            if (!lone && !direct) {
-                fds[n++] = pollfd{vi->efd, POLLIN, 0};
-                if (vi->prov) n += vi->nic->ops->vi->sleep_fds(vi, fds + n, 4);
-            }
-            ++vi->counters.Sleeps; // under the lock: VipQueryViCounters reads it
-        }
-        if (direct) {
-            int saved = errno;
-            ssize_t got = ::recv(ds.fd, ds.buf, ds.len, 0);
-            int err = errno;
-            errno = saved;
-            __atomic_store_n(ds.state, 2, __ATOMIC_RELEASE);
-            bool last = sleepers_add(vi, -1) == 1;
-            ViGuard g(vi);
-            if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
-            if (last && !vi->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi);
-            vi->nic->ops->vi->direct_end(vi, ds, got, err);
-            vi_progress(vi);
-            if (got < 0 && err == EINTR) return VIP_INTERRUPTED;
-            if (interrupted(&rc) || take(q, out, &rc)) return rc;
-            if (deadline != kNoDeadline && now_ns() >= deadline) return VIP_TIMEOUT;
-            continue;
-        }
-        bool doorbell = false, transport_event = false;
-        PollResult pr;
-        if (lone) {
-            epoll_event evs[4];
-            int got = 0;
-            pr = epoll_until(vis().local(vi).wait_ep, evs, 4, deadline, &got);
-            for (int i = 0; i < got; ++i) (evs[i].data.u64 ? transport_event : doorbell) = true;
-        } else {
-            pr = poll_until(fds, n, deadline);
-            doorbell = fds[0].revents & POLLIN;
-            for (int i = 1; i < n; ++i) transport_event |= fds[i].revents != 0;
-        }
-        bool last = sleepers_add(vi, -1) == 1;
-        {
-            ViGuard g(vi);
-            if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
-            if (last && !vi->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi);
-            if (doorbell) {
-                if (lone)
-                    vi->kicked.store(false, std::memory_order_release);
-                else
-                    vi_drain(vi);
-            }
-            if (transport_event && vi->prov) vi->nic->ops->vi->check_peer(vi);
-            // Interrupted or not, what arrived meanwhile is queued here ...
-            vi_progress(vi);
-            // ... but a handler's run ends the call: the next one takes it.
-            if (pr == PollResult::interrupted) return VIP_INTERRUPTED;
-            if (interrupted(&rc) || take(q, out, &rc)) return rc;
-        }
-        if (pr == PollResult::timeout || (deadline != kNoDeadline && now_ns() >= deadline))
-            return VIP_TIMEOUT;
-        if (pr == PollResult::error) return VIP_ERROR_RESOURCE;
+    };
+    bool prepare(Sleep &s);
+    bool sleep_direct(const Sleep &s);
+    bool sleep_polled(Sleep &s);
+    bool invalid() {
+        rc_ = VIP_INVALID_PARAMETER;
+        return true;
     }
+
+    Vi *vi_;
+    const void *handle_;
+    WorkQueue &q_;
+    bool recv_;
+    uint64_t deadline_;
+    VIP_DESCRIPTOR **out_;
+    VIP_RETURN rc_ = VIP_SUCCESS;
+    // Level-triggered readiness: what is already there makes the first poll return at
+    // once, so no progress (a system call) is needed before it.
+    bool level_ = false;
+    // Without spinning, the first look's lock goes on to the first sleep's.
+    bool held_ = false;
+    SpinPlan plan_;
+};
+
+bool ViWait::first_look() {
+    ViGuard g(vi_);
+    if (!vis().still(vi_, handle_)) return invalid();
+    level_ = !(vi_->nic->ops->vi->wait_caps & kCapEdge);
+    if (level_ ? take(q_, out_, &rc_) : done_locked(vi_, q_, out_, &rc_, true)) return true;
+    plan_ = spin_plan(vi_, static_cast<uint64_t>(config().spin_us) * 1000);
+    if (!plan_.ns) {
+        g.release();
+        held_ = true;
+    }
+    return false;
+}
+
+bool ViWait::spin() {
+    if (!plan_.ns) return false;
+    uint64_t end = std::min(now_ns() + plan_.ns, deadline_);
+    const ViOps *ops = vi_->nic->ops->vi;
+    bool by_progress = ops->wait_caps & kCapSpinByProgress;
+    // If something did run in the last yield (it took a while), an answer that came
+    // after it proves nothing for spinning.
+    unsigned yield_every = plan_.yield_every;
+    bool yielded = false;
+    for (unsigned i = 0;; ++i) {
+        // One lock per look: the transport may be torn down by another thread.
+        if (vi_->lock.try_lock()) {
+            bool got = false;
+            if (!vis().still(vi_, handle_)) {
+                vi_->lock.unlock();
+                return invalid();
+            }
+            if (q_.head != q_.visible || (vi_->prov && (by_progress || ops->pending(vi_)))) {
+                if (q_.head == q_.visible) vi_progress(vi_);
+                if (interrupted(&rc_)) {
+                    vi_->lock.unlock();
+                    return true;
+                }
+                got = take(q_, out_, &rc_);
+            }
+            if (got) {
+                ++vi_->counters.SpinWins;
+                spin_outcome(vi_, !yielded);
+            }
+            vi_->lock.unlock();
+            if (got) return true;
+        }
+        cpu_relax();
+        if ((i & 63) == 63 && now_ns() >= end) break;
+        if (yield_every && i % yield_every == yield_every - 1) {
+            uint64_t before = now_ns();
+            sched_yield();
+            yielded = now_ns() - before > 2000;
+        }
+    }
+    ViGuard g(vi_);
+    if (vis().still(vi_, handle_)) spin_outcome(vi_, false); // a win returned above
+    return false;
+}
+
+// Arms the VI and looks a last time; how to sleep (lock held meanwhile).
+bool ViWait::prepare(Sleep &s) {
+    // A lone sleeper waits edge-triggered in epoll_wait: no need to drain the doorbell
+    // afterwards, so a wake-up costs one system call on each side.  Further sleepers
+    // poll the doorbell level-triggered and drain it.
+    s.lone = sleepers_add(vi_, 1) == 0;
+    // A lock held since the first look needs no second look at the handle.
+    ViGuard g = held_ ? ViGuard(vi_, std::adopt_lock) : ViGuard(vi_);
+    if (!held_ && !vis().still(vi_, handle_)) {
+        sleepers_add(vi_, -1);
+        return invalid();
+    }
+    held_ = false;
+    const ViOps *ops = vi_->nic->ops->vi;
+    // A receive waits for arrivals only: the peer consuming our own messages must not
+    // wake it (a ping-pong would sleep twice per message).
+    vi_arm(vi_, recv_ && !vi_->fd_mode.load(std::memory_order_relaxed) && vi_->sleepers.load() == 1
+                    ? kWakeRecv
+                    : kWakeAny);
+    // A transport with level-triggered readiness needs no look between arming and
+    // sleeping: whatever arrives meanwhile keeps its descriptor ready.  The look before
+    // (Done, spinning, the last wake-up) suffices.
+    if (!level_) vi_progress(vi_);
+    if (vi_->prov) ops->idle(vi_);
+    if (interrupted(&rc_) || take(q_, out_, &rc_)) {
+        if (sleepers_add(vi_, -1) == 1) vi_disarm(vi_);
+        return true;
+    }
+    if (s.lone && level_ && direct_allowed(vi_) && ops->direct_begin(vi_, &s.ds)) {
+        // The bounded recv() must not overshoot the deadline.
+        s.direct = deadline_ == kNoDeadline || deadline_ > now_ns() + s.ds.slice_ns;
+        if (!s.direct) ops->direct_end(vi_, s.ds, -1, EAGAIN);
+    }
+    if (s.lone && (level_ || !vi_wait_set(vi_))) s.lone = false;
+    if (!s.lone && !s.direct) {
+        s.fds[s.n++] = pollfd{vi_->efd, POLLIN, 0};
+        if (vi_->prov) s.n += ops->sleep_fds(vi_, s.fds + s.n, 4);
+    }
+    ++vi_->counters.Sleeps; // under the lock: VipQueryViCounters reads it
+    return false;
+}
+
+// Sleeps in the transport's own bounded read of the next message.
+bool ViWait::sleep_direct(const Sleep &s) {
+    int saved = errno;
+    ssize_t got = ::recv(s.ds.fd, s.ds.buf, s.ds.len, 0);
+    int err = errno;
+    errno = saved;
+    __atomic_store_n(s.ds.state, 2, __ATOMIC_RELEASE);
+    bool last = sleepers_add(vi_, -1) == 1;
+    ViGuard g(vi_);
+    if (!vis().still(vi_, handle_)) return invalid();
+    if (last && !vi_->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi_);
+    vi_->nic->ops->vi->direct_end(vi_, s.ds, got, err);
+    vi_progress(vi_);
+    if (got < 0 && err == EINTR) {
+        rc_ = VIP_INTERRUPTED;
+        return true;
+    }
+    if (interrupted(&rc_) || take(q_, out_, &rc_)) return true;
+    if (deadline_ != kNoDeadline && now_ns() >= deadline_) {
+        rc_ = VIP_TIMEOUT;
+        return true;
+    }
+    return false;
+}
+
+// Sleeps on the doorbell and the transport's descriptors.
+bool ViWait::sleep_polled(Sleep &s) {
+    bool doorbell = false, transport_event = false;
+    PollResult pr;
+    if (s.lone) {
+        epoll_event evs[4];
+        int got = 0;
+        pr = epoll_until(vis().local(vi_).wait_ep, evs, 4, deadline_, &got);
+        for (int i = 0; i < got; ++i) (evs[i].data.u64 ? transport_event : doorbell) = true;
+    } else {
+        pr = poll_until(s.fds, s.n, deadline_);
+        doorbell = s.fds[0].revents & POLLIN;
+        for (int i = 1; i < s.n; ++i) transport_event |= s.fds[i].revents != 0;
+    }
+    bool last = sleepers_add(vi_, -1) == 1;
+    {
+        ViGuard g(vi_);
+        if (!vis().still(vi_, handle_)) return invalid();
+        if (last && !vi_->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi_);
+        if (doorbell) {
+            if (s.lone)
+                vi_->kicked.store(false, std::memory_order_release);
+            else
+                vi_drain(vi_);
+        }
+        if (transport_event && vi_->prov) vi_->nic->ops->vi->check_peer(vi_);
+        // Interrupted or not, what arrived meanwhile is queued here ...
+        vi_progress(vi_);
+        // ... but a handler's run ends the call: the next one takes it.
+        if (pr == PollResult::interrupted) {
+            rc_ = VIP_INTERRUPTED;
+            return true;
+        }
+        if (interrupted(&rc_) || take(q_, out_, &rc_)) return true;
+    }
+    if (pr == PollResult::timeout || (deadline_ != kNoDeadline && now_ns() >= deadline_)) {
+        rc_ = VIP_TIMEOUT;
+        return true;
+    }
+    if (pr == PollResult::error) {
+        rc_ = VIP_ERROR_RESOURCE;
+        return true;
+    }
+    return false;
+}
+
+bool ViWait::sleep() {
+    for (;;) {
+        Sleep s;
+        if (prepare(s)) return true;
+        if (s.direct ? sleep_direct(s) : sleep_polled(s)) return true;
+    }
+}
+
+} // namespace
+
+VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
+    t_interrupted = false;
+    ViWait w(vi, handle, recv, deadline, out);
+    if (w.first_look() || w.spin() || w.sleep()) return w.rc();
+    return VIP_ERROR_RESOURCE; // not reached: sleep() ends the call
 }
 
 // ------------------------------------------------------------------- CQs
