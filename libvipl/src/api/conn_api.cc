@@ -2,6 +2,7 @@
 #include "api/entry.h"
 #include "core/clock.h"
 #include "core/lifecycle.h"
+#include "core/vi_guard.h"
 #include "core/wait.h"
 #include "prov/provider.h"
 

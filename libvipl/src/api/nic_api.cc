@@ -4,6 +4,7 @@
 #include "core/cq.h"
 #include "core/lifecycle.h"
 #include "core/log.h"
+#include "core/vi_guard.h"
 #include "prov/provider.h"
 
 #include <cerrno>

@@ -5,6 +5,7 @@
 #include "core/fds.h"
 #include "core/lifecycle.h"
 #include "core/log.h"
+#include "core/vi_guard.h"
 #include "prov/provider.h"
 
 #include <cerrno>

@@ -4,6 +4,7 @@
 #include "core/lifecycle.h"
 #include "core/notify.h"
 #include "core/vi.h"
+#include "core/vi_guard.h"
 #include "core/wait.h"
 #include "prov/provider.h"
 

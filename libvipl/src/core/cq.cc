@@ -7,6 +7,7 @@
 #include "core/fds.h"
 #include "core/log.h"
 #include "core/vi.h"
+#include "core/vi_guard.h"
 #include "prov/provider.h"
 
 #include <algorithm>

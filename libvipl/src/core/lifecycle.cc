@@ -1,5 +1,6 @@
 #include "core/lifecycle.h"
 #include "core/fds.h"
+#include "core/vi_guard.h"
 
 #include "core/clock.h"
 #include "core/cq.h"

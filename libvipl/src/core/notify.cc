@@ -5,6 +5,7 @@
 #include "core/lifecycle.h"
 #include "core/log.h"
 #include "core/vi.h"
+#include "core/vi_guard.h"
 #include "core/wait.h"
 #include "prov/provider.h"
 

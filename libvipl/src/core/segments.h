@@ -2,7 +2,8 @@
 // and the target-side RDMA check every provider applies.
 #pragma once
 
-#include "prov/provider.h"
+#include "core/objects.h"
+#include "core/posted.h"
 
 #include <cstring>
 #include <sys/uio.h>

@@ -5,6 +5,7 @@
 #include "core/cq.h"
 #include "core/log.h"
 #include "core/notify.h"
+#include "prov/provider.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +13,15 @@
 #include <unistd.h>
 
 namespace vipl {
+
+// vi_wake for completions made visible: an explicitly armed fd whose peer has rung
+// (its arming is used up) is readable already, until the next arming drains it.
+static inline void vi_wake_completed(Vi *vi) {
+    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || vi->sq.notify || vi->rq.notify ||
+        (fd_wants_wake(vi) && !(vi->fd_explicit.load(std::memory_order_relaxed) && vi->prov &&
+                                !vi->nic->ops->vi->armed(vi))))
+        vi_wake_now(vi);
+}
 
 bool WorkQueue::grow(uint32_t limit) {
     if (size() >= limit) return false;

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "core/objects.h"
-#include "prov/provider.h"
+#include "core/posted.h"
 
 #include <memory>
 
@@ -45,14 +45,6 @@ inline bool fd_wants_wake(const Vi *vi) {
 inline void vi_wake(Vi *vi) {
     if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || fd_wants_wake(vi) || vi->sq.notify ||
         vi->rq.notify)
-        vi_wake_now(vi);
-}
-// The same for completions made visible: an explicitly armed fd whose peer has rung
-// (its arming is used up) is readable already, until the next arming drains it.
-inline void vi_wake_completed(Vi *vi) {
-    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || vi->sq.notify || vi->rq.notify ||
-        (fd_wants_wake(vi) && !(vi->fd_explicit.load(std::memory_order_relaxed) && vi->prov &&
-                                !vi->nic->ops->vi->armed(vi))))
         vi_wake_now(vi);
 }
 // Drains vi->efd after a wake-up.

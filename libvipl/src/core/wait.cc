@@ -6,6 +6,7 @@
 #include "core/cq.h"
 #include "core/fds.h"
 #include "core/vi.h"
+#include "core/vi_guard.h"
 #include "prov/provider.h"
 
 #include <algorithm>

@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/objects.h"
+#include "core/posted.h"
 
 #include <poll.h>
 #include <sys/types.h>
@@ -28,26 +29,6 @@ enum WakeFor : unsigned { kWakeRecv = 1, kWakeSend = 2, kWakeAny = 3 };
 // (a system call each), so a spinner calls progress straight away: one call
 // instead of two when something is there.
 enum WaitCaps : unsigned { kCapSpin = 1, kCapEdge = 2, kCapSpinByProgress = 4 };
-
-struct Segment {
-    uint64_t addr;
-    uint64_t len;
-};
-
-// A descriptor after the core has checked it: segments are inside regions of
-// the VI's ptag and add up to `length`.
-struct PostedDesc {
-    VIP_DESCRIPTOR *desc;
-    uint16_t op; // VIP_CONTROL_OP_*
-    bool imm;
-    bool fence;
-    uint32_t imm_data;
-    uint64_t length;
-    uint32_t nseg;
-    const Segment *segs;
-    uint64_t raddr;         // RDMA: remote address
-    VIP_MEM_HANDLE rhandle; // RDMA: remote region
-};
 
 struct NicOps {
     size_t size;
