@@ -85,7 +85,7 @@ void bound_peer() {
 
 TEST_CASE("stat peer server", "[.peer]") {
     bound_peer();
-    vt::Channel &ch = vt::side_channel();
+    vt::LineChannel &ch = vt::side_channel();
     std::vector<std::string> w = words(ch.hear(10000).value());
     sockaddr_storage ss;
     socklen_t len = address_of(w, &ss);
@@ -118,7 +118,7 @@ TEST_CASE("stat peer server", "[.peer]") {
 
 TEST_CASE("stat peer client", "[.peer]") {
     bound_peer();
-    vt::Channel &ch = vt::side_channel();
+    vt::LineChannel &ch = vt::side_channel();
     std::vector<std::string> w = words(ch.hear(10000).value());
     sockaddr_storage ss;
     socklen_t len = address_of(w, &ss);
@@ -179,7 +179,7 @@ public:
             _exit(127);
         }
         close(sv[1]);
-        ch_ = vt::Channel(sv[0]);
+        ch_ = vt::LineChannel(sv[0]);
     }
     ~Peer() {
         if (pid_ > 0) {
@@ -202,7 +202,7 @@ public:
 
 private:
     int pid_ = -1;
-    vt::Channel ch_;
+    vt::LineChannel ch_;
 };
 
 // Asleep in the kernel, as seen three times in a row (bounded).

@@ -36,15 +36,15 @@ struct Parent {
 
 // The pending request's client: a process of its own, waiting to be accepted.
 int pending_client(const std::string &disc, std::atomic<int> *result) {
-    st::Ep ep;
+    vt::Ep ep;
     if (!ep.open(1 << 16, pt::ep_opts())) return 1;
-    std::vector<uint8_t> local = st::address(ep.nic, disc + "c"),
-                         remote = st::address(ep.nic, disc);
+    std::vector<uint8_t> local = vt::address(ep.nic, disc + "c"),
+                         remote = vt::address(ep.nic, disc);
     VIP_VI_ATTRIBUTES ra;
     result->store(
         1000 + vt::connect_request(ep.vi, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
                                    reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), 20000, &ra));
-    st::sleep_ms(200);
+    vt::sleep_ms(200);
     return 0;
 }
 
@@ -53,14 +53,14 @@ int pending_client(const std::string &disc, std::atomic<int> *result) {
 TEST_CASE("fork: every function called in the child with a handle of the parent is refused and "
           "changes nothing",
           "[process][fork]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<pt::Board> board;
             pt::Shared<std::atomic<int>> client_rc;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("fk"), disc2 = vt::unique_disc("fp");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
 
             Parent p;
             INFO(p.ep.err);
@@ -76,8 +76,8 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
             REQUIRE(VipGetViWaitFd(p.ep.vi, &p.vi_fd) == VIP_SUCCESS);
             REQUIRE(VipGetCQWaitFd(p.cq, &p.cq_fd) == VIP_SUCCESS);
             // A request that stays pending across the fork.
-            st::Child client(vt::spawn_child([&] { return pending_client(disc2, &*client_rc); }));
-            p.conn_local = st::address(p.ep.nic, disc2);
+            vt::Child client(vt::spawn_child([&] { return pending_client(disc2, &*client_rc); }));
+            p.conn_local = vt::address(p.ep.nic, disc2);
             std::vector<uint8_t> from(sizeof(VIP_NET_ADDRESS) + 128);
             VIP_VI_ATTRIBUTES ra;
             REQUIRE(VipConnectWait(p.ep.nic,
@@ -103,7 +103,7 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
                                     VIP_RETURN expected = VIP_INVALID_PARAMETER) {
                         if (got != expected)
                             board->fail(n++ % pt::Board::kSlots,
-                                        st::fmt("%s: %s, expected %s", call, VipReturnString(got),
+                                        vt::fmt("%s: %s, expected %s", call, VipReturnString(got),
                                                 VipReturnString(expected)));
                     };
                     VIP_NIC_HANDLE nic = p.ep.nic;
@@ -186,8 +186,8 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
                     want(VipCloseNic(nic), "VipCloseNic");
 
                     // The child's own NIC: the parent's memory handle means nothing there.
-                    st::Ep own_ep;
-                    st::Opts o = pt::ep_opts();
+                    vt::Ep own_ep;
+                    vt::Opts o = pt::ep_opts();
                     if (!own_ep.open(1 << 16, o)) {
                         board->fail(n++, "own NIC: " + own_ep.err);
                         return n;
@@ -206,7 +206,7 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
                     if (!(rc == VIP_DESCRIPTOR_ERROR &&
                           (od->CS.Status & VIP_STATUS_PROTECTION_ERROR)))
                         board->fail(n++,
-                                    st::fmt("own VI, buffer in the parent's region: %s status 0x%x",
+                                    vt::fmt("own VI, buffer in the parent's region: %s status 0x%x",
                                             VipReturnString(rc), od->CS.Status));
                     return n;
                 },
@@ -265,23 +265,23 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
     INFO((end == End::exits    ? "the child exits"
           : end == End::killed ? "the child is killed"
                                : "the child, connected itself, is killed"));
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [&] {
             pt::Shared<pt::ServerStats> srv, srv2;
             srv->max_conns = 1;
             srv2->max_conns = 1;
             std::string disc = vt::unique_disc("fm"), disc2 = vt::unique_disc("fn");
-            st::Child server(pt::spawn_server(&*srv, disc));
-            st::Child server2(pt::spawn_server(&*srv2, disc2));
+            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server2(pt::spawn_server(&*srv2, disc2));
             pt::PrivEp ep;
             INFO(ep.err);
             REQUIRE(ep.setup(disc));
             uint32_t seq = 0;
             for (; seq < 10; ++seq) REQUIRE(ep.round_trip(0, seq) == "");
             pt::Shared<std::atomic<int>> child_trips;
-            st::Child child(vt::spawn_child([&] {
+            vt::Child child(vt::spawn_child([&] {
                 if (end == End::exits) {
-                    st::sleep_ms(150);
+                    vt::sleep_ms(150);
                     return 0;
                 }
                 if (end == End::killed_connected) {
@@ -295,8 +295,8 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
                 pause();
                 return 0;
             }));
-            double t_end = st::now_ms() + 150;
-            while (st::now_ms() < t_end) REQUIRE(ep.round_trip(0, seq++) == "");
+            double t_end = vt::now_ms() + 150;
+            while (vt::now_ms() < t_end) REQUIRE(ep.round_trip(0, seq++) == "");
             if (end == End::killed_connected) {
                 CHECK(pt::wait_for([&] { return child_trips->load() > 10; }, 5000));
             }
@@ -311,7 +311,7 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
                 CHECK(pt::wait_for([&] { return srv2->ended.load() == 1; }, 1000));
                 CHECK(srv2->bad.load() == 0);
             }
-            st::sleep_ms(50); // beyond the peer's liveness check
+            vt::sleep_ms(50); // beyond the peer's liveness check
             for (uint32_t i = 0; i < 50; ++i) REQUIRE(ep.round_trip(0, seq++) == "");
             CHECK(ep.state() == VIP_STATE_CONNECTED);
             CHECK(srv->ended.load() == 0);
@@ -329,7 +329,7 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
 TEST_CASE("fork: the child opens its own NIC and connects, also while parent threads sleep in "
           "the library",
           "[process][fork]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv, srv2;
             pt::Shared<pt::Board> board;
@@ -337,8 +337,8 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
             srv2->max_conns = 1;
             std::string disc = vt::unique_disc("fo"), disc2 = vt::unique_disc("fq");
             std::string child_disc = vt::unique_disc("fr");
-            st::Child server(pt::spawn_server(&*srv, disc));
-            st::Child server2(pt::spawn_server(&*srv2, disc2));
+            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server2(pt::spawn_server(&*srv2, disc2));
             pt::PrivEp ep;
             INFO(ep.err);
             REQUIRE(ep.setup(disc));
@@ -351,7 +351,7 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
             });
             vt::Nic listen_nic(vt::device());
             std::thread listener([&] {
-                std::vector<uint8_t> local = st::address(listen_nic.nic, vt::unique_disc("fl"));
+                std::vector<uint8_t> local = vt::address(listen_nic.nic, vt::unique_disc("fl"));
                 std::vector<uint8_t> from(sizeof(VIP_NET_ADDRESS) + 128);
                 VIP_VI_ATTRIBUTES ra;
                 VIP_CONN_HANDLE conn;
@@ -359,8 +359,8 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
                     listen_nic.nic, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), 1000,
                     reinterpret_cast<VIP_NET_ADDRESS *>(from.data()), &ra, &conn);
             });
-            st::sleep_ms(100);
-            st::Child child(st::spawn_checked([&] {
+            vt::sleep_ms(100);
+            vt::Child child(vt::spawn_checked([&] {
                 pt::PrivEp own;
                 if (!own.setup(disc2, 5000)) {
                     board->fail(0, "child connecting to a server: " + own.err);
@@ -374,8 +374,8 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
                     }
                 }
                 // And as a server, with its parent as client.
-                st::Ep srv_ep;
-                st::Opts o = pt::ep_opts();
+                vt::Ep srv_ep;
+                vt::Opts o = pt::ep_opts();
                 if (!srv_ep.open(1 << 16, o)) return 3;
                 vt::set_desc(srv_ep.desc(0), srv_ep.mem + 4096, 64, srv_ep.mh);
                 if (!srv_ep.post_recv(srv_ep.desc(0)) || !srv_ep.accept(child_disc, 10000) ||
@@ -397,8 +397,8 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
             CHECK(waited.load() == VIP_TIMEOUT);
             CHECK(listened.load() == VIP_TIMEOUT);
             // The parent, client of its child.
-            st::Ep cl;
-            st::Opts o = pt::ep_opts();
+            vt::Ep cl;
+            vt::Opts o = pt::ep_opts();
             REQUIRE(cl.open(1 << 16, o));
             INFO(cl.err);
             REQUIRE(cl.connect(child_disc, 10000));

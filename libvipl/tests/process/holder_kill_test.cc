@@ -68,7 +68,7 @@ struct Errors {
     std::string list() {
         std::lock_guard<std::mutex> g(m);
         std::string s;
-        for (auto &[v, c] : seen) s += st::fmt(" (%p, %d)", v, int(c));
+        for (auto &[v, c] : seen) s += vt::fmt(" (%p, %d)", v, int(c));
         return s.empty() ? " none" : s;
     }
 };
@@ -81,13 +81,13 @@ int victim(pt::ShVi &v, KillCtl *k, pt::ServerStats *srv, int id) {
     uint32_t seq = 0;
     uint64_t posted = 0, reaped = 0;
     k->started[id] = 1;
-    double end = st::now_ms() + 10000;
-    while (st::now_ms() < end) {
+    double end = vt::now_ms() + 10000;
+    while (vt::now_ms() < end) {
         VIP_DESCRIPTOR *d;
         VIP_RETURN rc;
         while ((rc = VipSendDone(v.vi, &d)) != VIP_NOT_DONE) {
             if (rc != VIP_SUCCESS) {
-                k->board.fail(id % 100, st::fmt("victim %d: send completed with %s", id,
+                k->board.fail(id % 100, vt::fmt("victim %d: send completed with %s", id,
                                                 VipReturnString(rc)));
                 return 3;
             }
@@ -96,7 +96,7 @@ int victim(pt::ShVi &v, KillCtl *k, pt::ServerStats *srv, int id) {
         }
         rc = VipRecvDone(v.vi, &d);
         if (rc != VIP_NOT_DONE) {
-            k->board.fail(id % 100, st::fmt("victim %d: VipRecvDone: %s", id, VipReturnString(rc)));
+            k->board.fail(id % 100, vt::fmt("victim %d: VipRecvDone: %s", id, VipReturnString(rc)));
             return 4;
         }
         if (posted - reaped < kWindow && seq - srv->next_seq[id].load() < 2 * kWindow) {
@@ -109,7 +109,7 @@ int victim(pt::ShVi &v, KillCtl *k, pt::ServerStats *srv, int id) {
                 VIP_VI_STATE s = VIP_STATE_IDLE;
                 VipQueryVi(v.vi, &s, nullptr, nullptr, nullptr);
                 k->board.fail(id % 100,
-                              st::fmt("victim %d: VipPostSend of message %u: %s (VI state %d)", id,
+                              vt::fmt("victim %d: VipPostSend of message %u: %s (VI state %d)", id,
                                       seq, VipReturnString(rc), int(s)));
                 return 5;
             }
@@ -151,9 +151,9 @@ struct Conn {
     // A call that must return promptly even right after a holder died in the library.
     template <class F>
     VIP_RETURN timed(F &&f) {
-        double t0 = st::now_ms();
+        double t0 = vt::now_ms();
         VIP_RETURN rc = f();
-        double took = st::now_ms() - t0;
+        double took = vt::now_ms() - t0;
         if (took > worst_ms) worst_ms = took;
         return rc;
     }
@@ -166,7 +166,7 @@ struct Conn {
     // Takes what is left of the dead victim's sends; returns how many completed without error.
     int drain(bool live) {
         int ok = 0;
-        double end = st::now_ms() + 3000;
+        double end = vt::now_ms() + 3000;
         for (;;) {
             VIP_DESCRIPTOR *d;
             VIP_RETURN rc = timed([&] { return VipSendDone(v.vi, &d); });
@@ -184,7 +184,7 @@ struct Conn {
                 state(&empty);
                 if (empty) return ok;
             }
-            REQUIRE(st::now_ms() < end);
+            REQUIRE(vt::now_ms() < end);
         }
     }
 };
@@ -240,11 +240,11 @@ bool in_futex(const std::string &task) {
 // sleeps in futex() (a merely slow probe gets up to a second more).
 bool probe_blocks(const std::function<bool()> &finished, const std::string &task) {
     if (pt::wait_for(finished, 50)) return false;
-    double end = st::now_ms() + 1000;
-    while (st::now_ms() < end) {
+    double end = vt::now_ms() + 1000;
+    while (vt::now_ms() < end) {
         if (finished()) return false;
         if (in_futex(task)) return true;
-        st::sleep_ms(1);
+        vt::sleep_ms(1);
     }
     return !finished();
 }
@@ -303,7 +303,7 @@ TEST_CASE("holder killed in the library: 200 SIGKILLs at random moments never we
           "or duplicate",
           "[process][shareable][kill]") {
     pt::Shared<KillCtl> k;
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [&] {
             constexpr int kIterations = 200;
             constexpr double kBudgetMs = 45000;
@@ -312,7 +312,7 @@ TEST_CASE("holder killed in the library: 200 SIGKILLs at random moments never we
             pt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("kr");
-            st::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(pt::spawn_server(&*srv, disc, so));
             // One warning per broken VI would flood the output: counted instead.
             LogTap tap("died inside the library");
             Errors errors;
@@ -321,16 +321,16 @@ TEST_CASE("holder killed in the library: 200 SIGKILLs at random moments never we
             REQUIRE(c.open(disc, &errors));
             std::mt19937 rng(20001);
             int poisoned = 0, survived = 0, ran = 0;
-            double worst = 0, t_start = st::now_ms();
-            for (int it = 0; it < kIterations && st::now_ms() - t_start < kBudgetMs; ++it) {
+            double worst = 0, t_start = vt::now_ms();
+            for (int it = 0; it < kIterations && vt::now_ms() - t_start < kBudgetMs; ++it) {
                 int id = it + 1;
                 k->iteration = it;
                 k->step = 1;
                 pid_t pid = vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); });
-                st::Child vic(pid);
+                vt::Child vic(pid);
                 k->step = 2;
                 REQUIRE(pt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
-                st::sleep_ms(std::uniform_real_distribution<double>(0, 3)(rng));
+                vt::sleep_ms(std::uniform_real_distribution<double>(0, 3)(rng));
                 k->step = 3;
                 vic.kill_now();
                 int vs = vic.wait(10);
@@ -394,7 +394,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
           "the peer sees the end",
           "[process][shareable][kill]") {
     pt::Shared<KillCtl> k;
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [&] {
             constexpr int kRounds = 4;
             pt::Shared<pt::ServerStats> srv;
@@ -402,7 +402,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
             pt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("kd");
-            st::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(pt::spawn_server(&*srv, disc, so));
             Errors errors;
             std::mt19937 rng(777);
             for (int round = 0; round < kRounds; ++round) {
@@ -413,12 +413,12 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
                 REQUIRE(c.open(disc, &errors));
                 parent_liveness(c, &*srv);
                 int ended_before = srv->ended.load();
-                st::Child vic(vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); }));
+                vt::Child vic(vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); }));
                 REQUIRE(pt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
                 bool caught = false;
                 int attempts = 0;
                 for (; attempts < 500 && !caught; ++attempts) {
-                    st::sleep_ms(std::uniform_real_distribution<double>(0, 0.5)(rng));
+                    vt::sleep_ms(std::uniform_real_distribution<double>(0, 0.5)(rng));
                     k->step = 9;
                     kill(vic.pid, SIGSTOP);
                     REQUIRE(stopped(vic.pid));
@@ -435,7 +435,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
                         probe_done->store(true);
                     });
                     REQUIRE(pt::wait_for([&] { return probe_tid->load() != 0; }, 5000));
-                    std::string task = st::fmt("/proc/self/task/%ld", probe_tid->load());
+                    std::string task = vt::fmt("/proc/self/task/%ld", probe_tid->load());
                     if (!probe_blocks([&] { return probe_done->load(); }, task)) {
                         probe.join();
                         REQUIRE(probe_state->load() == VIP_STATE_CONNECTED);
@@ -444,7 +444,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
                     }
                     // Stopped with the lock held: the probe waits for it.
                     caught = true;
-                    double t0 = st::now_ms();
+                    double t0 = vt::now_ms();
                     vic.kill_now();
                     bool returned = pt::wait_for([&] { return probe_done->load(); }, 3000);
                     if (!returned) {
@@ -455,7 +455,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
                     probe.join();
                     printf("[measure] the waiting call returned %.2f ms after the lock holder was "
                            "killed\n",
-                           st::now_ms() - t0);
+                           vt::now_ms() - t0);
                     CHECK(probe_state->load() == VIP_STATE_ERROR);
                 }
                 INFO("stopped the victim " << attempts << " times");
@@ -483,14 +483,14 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
           "and CATASTROPHIC, nothing leaks",
           "[process][shareable][kill]") {
     pt::Shared<KillCtl> k;
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [&] {
             pt::Shared<pt::ServerStats> srv;
             srv->max_conns = 1;
             pt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("kb");
-            st::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(pt::spawn_server(&*srv, disc, so));
             // The notification thread and its descriptors stay for the life of the
             // process once an error callback was set: start it before the snapshot.
             {
@@ -505,13 +505,13 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
             REQUIRE(c.open(disc, &errors));
             parent_liveness(c, &*srv);
             // The bystander: a holder that probes the lock when told to.
-            st::Child bystander(vt::spawn_child([&] {
+            vt::Child bystander(vt::spawn_child([&] {
                 int served = 0;
-                double end = st::now_ms() + 30000;
-                while (st::now_ms() < end) {
+                double end = vt::now_ms() + 30000;
+                while (vt::now_ms() < end) {
                     int o = k->order.load();
                     if (o == served) {
-                        st::sleep_ms(0.05);
+                        vt::sleep_ms(0.05);
                         continue;
                     }
                     served = o;
@@ -528,18 +528,18 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
                 return 1;
             }));
             int id = 1;
-            st::Child vic(vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); }));
+            vt::Child vic(vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); }));
             REQUIRE(pt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
             std::mt19937 rng(4242);
             bool caught = false;
             int attempts = 0;
             for (; attempts < 500 && !caught; ++attempts) {
-                st::sleep_ms(std::uniform_real_distribution<double>(0, 0.5)(rng));
+                vt::sleep_ms(std::uniform_real_distribution<double>(0, 0.5)(rng));
                 kill(vic.pid, SIGSTOP);
                 REQUIRE(stopped(vic.pid));
                 int order = attempts + 1;
                 k->order = order;
-                std::string task = st::fmt("/proc/%d", int(bystander.pid));
+                std::string task = vt::fmt("/proc/%d", int(bystander.pid));
                 if (!probe_blocks([&] { return k->answered.load() == order; }, task)) {
                     REQUIRE(k->probe_state.load() == VIP_STATE_CONNECTED);
                     kill(vic.pid, SIGCONT);
@@ -569,7 +569,7 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
             for (auto &[fd, info] : pt::fds_of()) {
                 auto it = fds0.find(fd);
                 if (it == fds0.end() || it->second.link != info.link)
-                    extra += st::fmt("%d -> %s\n", fd, info.link.c_str());
+                    extra += vt::fmt("%d -> %s\n", fd, info.link.c_str());
             }
             std::string maps;
             for (const std::string &m : pt::maps_of())

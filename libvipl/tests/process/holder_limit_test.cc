@@ -39,12 +39,12 @@ VIP_RETURN send_one(pt::ShVi &v, int sender, uint32_t seq, VIP_RETURN *post_rc) 
     *post_rc = VipPostSend(v.vi, v.send_desc(proc, slot), v.mh);
     if (*post_rc != VIP_SUCCESS) return *post_rc;
     VIP_DESCRIPTOR *d = nullptr;
-    double end = st::now_ms() + 3000;
+    double end = vt::now_ms() + 3000;
     for (;;) {
         VIP_RETURN rc = VipSendDone(v.vi, &d);
         if (rc != VIP_NOT_DONE)
             return rc == VIP_SUCCESS && d != v.send_desc(proc, slot) ? VIP_DESCRIPTOR_ERROR : rc;
-        if (st::now_ms() > end) return VIP_TIMEOUT;
+        if (vt::now_ms() > end) return VIP_TIMEOUT;
         sched_yield();
     }
 }
@@ -54,14 +54,14 @@ VIP_RETURN send_one(pt::ShVi &v, int sender, uint32_t seq, VIP_RETURN *post_rc) 
 int kid(pt::ShVi &v, LimitCtl *c, int i) {
     c->ready[i] = 1;
     uint32_t seq = 0;
-    double end = st::now_ms() + 60000;
-    while (st::now_ms() < end) {
+    double end = vt::now_ms() + 60000;
+    while (vt::now_ms() < end) {
         if (c->go[i].load()) {
             if (c->leave_how.load() == 1) c->destroy_rc[i] = VipDestroyVi(v.vi);
             return 0;
         }
         if (c->want[i].load() <= int(seq)) {
-            st::sleep_ms(0.2);
+            vt::sleep_ms(0.2);
             continue;
         }
         VIP_VI_STATE s;
@@ -114,7 +114,7 @@ struct Fleet {
 
 TEST_CASE("holder limit: children beyond 64 holders are refused, the holders keep working",
           "[process][shareable][limit]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             constexpr int kKids = 70;
             pt::Shared<pt::ServerStats> srv;
@@ -123,7 +123,7 @@ TEST_CASE("holder limit: children beyond 64 holders are refused, the holders kee
             pt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("hl");
-            st::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(pt::spawn_server(&*srv, disc, so));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
@@ -139,7 +139,7 @@ TEST_CASE("holder limit: children beyond 64 holders are refused, the holders kee
                 int last = holder ? c->done_rc[i].load() : c->destroy_rc[i].load();
                 if (q != want || p != want || last != want)
                     wrong +=
-                        st::fmt("child %d (process %d): query %d, post %d, %s %d; expected %d\n", i,
+                        vt::fmt("child %d (process %d): query %d, post %d, %s %d; expected %d\n", i,
                                 i + 1, q, p, holder ? "completion" : "destroy", last, want);
             }
             INFO("children that were not what their place makes them:\n" << wrong);
@@ -150,7 +150,7 @@ TEST_CASE("holder limit: children beyond 64 holders are refused, the holders kee
             for (int i = 1; i < kLimit; ++i) {
                 f.act(i, 2);
                 if (c->done_rc[i].load() != VIP_SUCCESS)
-                    failed += st::fmt(" %d (%d)", i, c->done_rc[i].load());
+                    failed += vt::fmt(" %d (%d)", i, c->done_rc[i].load());
             }
             INFO("holders whose second message failed:" << failed);
             CHECK(failed.empty());
@@ -186,7 +186,7 @@ TEST_CASE("holder limit: a holder that is gone frees its place for a later child
     const char *names[] = {"holders exit", "holders call VipDestroyVi, then exit",
                            "holders are killed"};
     INFO(names[how]);
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [&] {
             constexpr int kGone = 10;
             pt::Shared<pt::ServerStats> srv;
@@ -195,7 +195,7 @@ TEST_CASE("holder limit: a holder that is gone frees its place for a later child
             pt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("hf");
-            st::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(pt::spawn_server(&*srv, disc, so));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
@@ -223,7 +223,7 @@ TEST_CASE("holder limit: a holder that is gone frees its place for a later child
             for (int i = kLimit + 1; i <= kLimit + kGone; ++i) {
                 f.act(i, 1);
                 if (c->query_rc[i].load() != VIP_SUCCESS || c->done_rc[i].load() != VIP_SUCCESS)
-                    refused += st::fmt(" %d (query %d, completion %d)", i, c->query_rc[i].load(),
+                    refused += vt::fmt(" %d (query %d, completion %d)", i, c->query_rc[i].load(),
                                        c->done_rc[i].load());
             }
             INFO("new children that are no holders:" << refused);
@@ -232,7 +232,7 @@ TEST_CASE("holder limit: a holder that is gone frees its place for a later child
             std::string failed;
             for (int i = kGone + 1; i < kLimit; ++i) {
                 f.act(i, 1);
-                if (c->done_rc[i].load() != VIP_SUCCESS) failed += st::fmt(" %d", i);
+                if (c->done_rc[i].load() != VIP_SUCCESS) failed += vt::fmt(" %d", i);
             }
             INFO("holders whose message failed:" << failed);
             CHECK(failed.empty());

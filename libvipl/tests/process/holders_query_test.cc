@@ -22,13 +22,13 @@ struct Ctl {
 } // namespace
 
 TEST_CASE("VipQueryViHolders counts the live holders of a VI", "[process][shareable]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("hq");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
 
             // A private VI has one holder, the caller.
             {

@@ -42,7 +42,7 @@ struct PrivateWorld {
         REQUIRE(VipErrorCallback(a.nic, nullptr, on_error) == VIP_SUCCESS);
         REQUIRE(VipRecvNotify(pair.b, nullptr, notify_recv) == VIP_SUCCESS);
         // A listener left behind by a wait that timed out.
-        std::vector<uint8_t> local = st::address(a.nic, vt::unique_disc("ls"));
+        std::vector<uint8_t> local = vt::address(a.nic, vt::unique_disc("ls"));
         std::vector<uint8_t> from(sizeof(VIP_NET_ADDRESS) + 128);
         VIP_VI_ATTRIBUTES ra;
         VIP_CONN_HANDLE conn;
@@ -52,8 +52,8 @@ struct PrivateWorld {
         // A peer-to-peer request waiting for its peer (the larger discriminator listens).
         VIP_VI_ATTRIBUTES pa = vt::vi_attrs(b);
         REQUIRE(VipCreateVi(b.nic, &pa, nullptr, nullptr, &peer_vi) == VIP_SUCCESS);
-        std::vector<uint8_t> me = st::address(b.nic, "zz" + vt::unique_disc("pp"));
-        std::vector<uint8_t> other = st::address(b.nic, "aa" + vt::unique_disc("pp"));
+        std::vector<uint8_t> me = vt::address(b.nic, "zz" + vt::unique_disc("pp"));
+        std::vector<uint8_t> other = vt::address(b.nic, "aa" + vt::unique_disc("pp"));
         REQUIRE(VipConnectPeerRequest(peer_vi, reinterpret_cast<VIP_NET_ADDRESS *>(me.data()),
                                       reinterpret_cast<VIP_NET_ADDRESS *>(other.data()),
                                       60000) == VIP_SUCCESS);
@@ -131,9 +131,9 @@ Report exec_inspect(int linger_ms = 0, pid_t *pid_out = nullptr) {
         _exit(127);
     }
     close(p[1]);
-    double end = st::now_ms() + 10000;
+    double end = vt::now_ms() + 10000;
     char buf[4096];
-    while (st::now_ms() < end && r.raw.find("end\n") == std::string::npos) {
+    while (vt::now_ms() < end && r.raw.find("end\n") == std::string::npos) {
         pollfd pf{p[0], POLLIN, 0};
         if (poll(&pf, 1, 100) <= 0) continue;
         ssize_t n = read(p[0], buf, sizeof buf);
@@ -179,7 +179,7 @@ void check_nothing_survives(const Report &r, const std::map<int, pt::FdInfo> &fd
         if (fd <= 2 || fd == r.report_fd) continue;
         auto it = fds0.find(fd);
         if (it != fds0.end() && !it->second.cloexec && it->second.link == link) continue;
-        bad_fds += st::fmt("%d -> %s\n", fd, link.c_str());
+        bad_fds += vt::fmt("%d -> %s\n", fd, link.c_str());
     }
     std::string bad_maps;
     for (const std::string &m : r.maps)
@@ -194,13 +194,13 @@ void check_nothing_survives(const Report &r, const std::map<int, pt::FdInfo> &fd
 
 TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappings",
           "[process][fork][inherit]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv; // shared memory of the test's own, before the snapshot
             auto fds0 = pt::fds_of();
             auto maps0 = pt::maps_of();
             std::string disc = vt::unique_disc("ih");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             PrivateWorld w(disc);
             vt::Pipe ready, go;
             Gained g = gained(fds0, maps0);
@@ -211,14 +211,14 @@ TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappin
             auto fds1 = pt::fds_of();
             // What the library holds here: the test would see it in the child.
             INFO("library descriptors in the parent:\n" << pt::describe(g.fds));
-            INFO("library mappings in the parent:\n" << st::join(g.maps));
+            INFO("library mappings in the parent:\n" << vt::join(g.maps));
             REQUIRE(has_link(g.fds, "socket:"));
             REQUIRE(has_link(g.fds, "eventfd"));
             REQUIRE(has_link(g.fds, "eventpoll"));
             if (maps_connections()) REQUIRE(has_line(g.maps, "vipl-conn"));
             REQUIRE(has_line(g.maps, "vipl-regions"));
 
-            st::Child child(vt::spawn_child([&] {
+            vt::Child child(vt::spawn_child([&] {
                 ready.put('r');
                 char c;
                 go.get(&c, 20000);
@@ -233,10 +233,10 @@ TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappin
             INFO("child's descriptors:\n" << pt::describe(cf));
             std::string kept, foreign;
             for (auto &[fd, info] : cf) {
-                if (g.fds.count(fd)) kept += st::fmt("%d -> %s\n", fd, info.link.c_str());
+                if (g.fds.count(fd)) kept += vt::fmt("%d -> %s\n", fd, info.link.c_str());
                 auto it = fds1.find(fd);
                 if (it == fds1.end() || it->second.link != info.link)
-                    foreign += st::fmt("%d -> %s\n", fd, info.link.c_str());
+                    foreign += vt::fmt("%d -> %s\n", fd, info.link.c_str());
             }
             INFO("library descriptors the child still has:\n" << kept);
             CHECK(kept.empty());
@@ -261,17 +261,17 @@ TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappin
 
 TEST_CASE("exec: nothing of VIPL survives exec() of a process with private objects",
           "[process][exec]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             auto fds0 = pt::fds_of();
             auto maps0 = pt::maps_of();
             pt::Shared<pt::ServerStats> srv;
             std::string disc = vt::unique_disc("ex");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             PrivateWorld w(disc);
             Gained g = gained(fds0, maps0);
             INFO("library descriptors in the parent:\n" << pt::describe(g.fds));
-            INFO("library mappings in the parent:\n" << st::join(g.maps));
+            INFO("library mappings in the parent:\n" << vt::join(g.maps));
             REQUIRE(has_link(g.fds, "socket:"));
             if (maps_connections()) REQUIRE(has_line(g.maps, "vipl-conn"));
             REQUIRE(has_line(g.maps, "vipl-regions"));
@@ -289,13 +289,13 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process with private objec
 TEST_CASE("exec: nothing of VIPL survives exec() of a process holding a shareable VI, CQ and "
           "region",
           "[process][exec]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             auto fds0 = pt::fds_of();
             auto maps0 = pt::maps_of();
             pt::Shared<pt::ServerStats> s1, s2;
             std::string d1 = vt::unique_disc("ey"), d2 = vt::unique_disc("ez");
-            st::Child server1(pt::spawn_server(&*s1, d1)), server2(pt::spawn_server(&*s2, d2));
+            vt::Child server1(pt::spawn_server(&*s1, d1)), server2(pt::spawn_server(&*s2, d2));
             PrivateWorld w(d1);
             pt::ShVi v;
             INFO(v.err);
@@ -307,7 +307,7 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process holding a shareabl
             REQUIRE(VipGetCQWaitFd(v.cq, &fd) == VIP_SUCCESS);
             Gained g = gained(fds0, maps0);
             INFO("library descriptors in the parent:\n" << pt::describe(g.fds));
-            INFO("library mappings in the parent:\n" << st::join(g.maps));
+            INFO("library mappings in the parent:\n" << vt::join(g.maps));
             // The shared arena and the shareable connection are there to be inherited by fork.
             REQUIRE(has_link(g.fds, "socket:"));
             if (maps_connections()) REQUIRE(has_line(g.maps, "vipl-conn"));
@@ -331,7 +331,7 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process holding a shareabl
                         for (auto &[f, link] : r.fds)
                             if (f > 2 && f != r.report_fd &&
                                 !(fds0.count(f) && !fds0.at(f).cloexec && fds0.at(f).link == link))
-                                bad += st::fmt(" %d->%s", f, link.c_str());
+                                bad += vt::fmt(" %d->%s", f, link.c_str());
                         for (const std::string &m : r.maps)
                             if (foreign_mapping(m)) bad += " [" + m + "]";
                         if (!r.complete) bad += " (incomplete report)";
@@ -352,12 +352,12 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process holding a shareabl
 
 TEST_CASE("exec: a child that exec'd holds no shareable VI: the parent is its last holder",
           "[process][exec][shareable]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("eh");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
@@ -366,7 +366,7 @@ TEST_CASE("exec: a child that exec'd holds no shareable VI: the parent is its la
             REQUIRE(pt::round_trip(v, 0, 0, 0) == "");
             pid_t pid = -1;
             Report r = exec_inspect(3000, &pid); // alive, but a new program
-            st::Child running(pid);
+            vt::Child running(pid);
             REQUIRE(r.complete);
             // The parent is the last holder: a connected VI cannot be destroyed.
             CHECK(VipDestroyVi(v.vi) == VIP_INVALID_STATE);

@@ -45,7 +45,7 @@ std::string Board::all() const {
         200);
     std::string s;
     for (int i = 0; i < kSlots; ++i)
-        if (used[i].load() == 2) s += st::fmt("[%d] %s\n", i, text[i]);
+        if (used[i].load() == 2) s += vt::fmt("[%d] %s\n", i, text[i]);
     return s.empty() ? "(no failure recorded)" : s;
 }
 
@@ -66,17 +66,17 @@ void make_msg(uint8_t *buf, uint32_t sender, uint32_t seq) {
 bool parse_msg(const uint8_t *buf, uint32_t len, uint32_t *sender, uint32_t *seq,
                std::string *why) {
     if (len != kMsgBytes) {
-        *why = st::fmt("length %u, expected %u", len, kMsgBytes);
+        *why = vt::fmt("length %u, expected %u", len, kMsgBytes);
         return false;
     }
     uint32_t h[4];
     memcpy(h, buf, sizeof h);
     if (h[0] != kMsgMagic || h[3] != (h[1] * 2654435761u ^ h[2]) || h[1] >= kMaxSenders) {
-        *why = st::fmt("corrupted header %08x %08x %08x %08x", h[0], h[1], h[2], h[3]);
+        *why = vt::fmt("corrupted header %08x %08x %08x %08x", h[0], h[1], h[2], h[3]);
         return false;
     }
     if (!vt::check_pattern(buf + sizeof h, kMsgBytes - sizeof h, (h[1] << 20) ^ h[2])) {
-        *why = st::fmt("corrupted payload of message %u/%u", h[1], h[2]);
+        *why = vt::fmt("corrupted payload of message %u/%u", h[1], h[2]);
         return false;
     }
     *sender = h[1];
@@ -99,10 +99,10 @@ void ServerStats::error(const std::string &what) {
 }
 
 bool wait_for(const std::function<bool()> &pred, int timeout_ms) {
-    double end = st::now_ms() + timeout_ms;
+    double end = vt::now_ms() + timeout_ms;
     while (!pred()) {
-        if (st::now_ms() > end) return pred();
-        st::sleep_ms(0.5);
+        if (vt::now_ms() > end) return pred();
+        vt::sleep_ms(0.5);
     }
     return true;
 }
@@ -145,7 +145,7 @@ struct Server {
         }
         ++done;
         if (rc != VIP_SUCCESS) {
-            s->error(st::fmt("echo send completed with %s, status 0x%x", VipReturnString(rc),
+            s->error(vt::fmt("echo send completed with %s, status 0x%x", VipReturnString(rc),
                              d ? d->CS.Status : 0));
             return false;
         }
@@ -170,24 +170,24 @@ struct Server {
                 return false;
             }
         }
-        std::vector<uint8_t> local = st::address(nic, s_disc);
+        std::vector<uint8_t> local = vt::address(nic, s_disc);
         std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 128);
         VIP_CONN_HANDLE conn = nullptr;
         s->listening.fetch_add(1);
         if (o.client) {
             // The other way round: this side requests, the test's VI accepts.
-            std::vector<uint8_t> me = st::address(nic, s_disc + "c");
+            std::vector<uint8_t> me = vt::address(nic, s_disc + "c");
             VIP_RETURN rc =
                 vt::connect_request(vi, reinterpret_cast<VIP_NET_ADDRESS *>(me.data()),
                                     reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), 10000);
             if (rc != VIP_SUCCESS) {
-                s->error(st::fmt("client: VipConnectRequest: %s", VipReturnString(rc)));
+                s->error(vt::fmt("client: VipConnectRequest: %s", VipReturnString(rc)));
                 vt::destroy_vi(vi);
                 return false;
             }
         }
         while (!o.client) {
-            if (s->stop.load() || st::now_ms() > deadline) {
+            if (s->stop.load() || vt::now_ms() > deadline) {
                 vt::destroy_vi(vi);
                 return false;
             }
@@ -198,12 +198,12 @@ struct Server {
             if (rc == VIP_SUCCESS) {
                 rc = VipConnectAccept(conn, vi);
                 if (rc == VIP_SUCCESS) break;
-                s->error(st::fmt("server: VipConnectAccept: %s", VipReturnString(rc)));
+                s->error(vt::fmt("server: VipConnectAccept: %s", VipReturnString(rc)));
                 VipConnectReject(conn);
                 continue;
             }
             if (rc != VIP_TIMEOUT) {
-                s->error(st::fmt("server: VipConnectWait: %s", VipReturnString(rc)));
+                s->error(vt::fmt("server: VipConnectWait: %s", VipReturnString(rc)));
                 vt::destroy_vi(vi);
                 return false;
             }
@@ -214,7 +214,7 @@ struct Server {
         bool ended = false, rdma_pending = false;
         int rdma_seen = 0;
         while (!ended) {
-            if (st::now_ms() > deadline) {
+            if (vt::now_ms() > deadline) {
                 s->error("server: lifetime over");
                 vt::destroy_vi(vi);
                 return false;
@@ -256,7 +256,7 @@ struct Server {
                     uint32_t want = s->next_seq[sender].load();
                     if (seq != want) {
                         s->bad.fetch_add(1);
-                        s->error(st::fmt("server: sender %u: message %u arrived, expected %u",
+                        s->error(vt::fmt("server: sender %u: message %u arrived, expected %u",
                                          sender, seq, want));
                     }
                     if (seq >= want) s->next_seq[sender].store(seq + 1);
@@ -279,7 +279,7 @@ struct Server {
                             ++posted;
                             s->echoed.fetch_add(1);
                         } else if (prc != VIP_INVALID_STATE) {
-                            s->error(st::fmt("server: echo VipPostSend: %s", VipReturnString(prc)));
+                            s->error(vt::fmt("server: echo VipPostSend: %s", VipReturnString(prc)));
                         }
                     }
                 }
@@ -293,10 +293,10 @@ struct Server {
                 if (st == VIP_STATE_ERROR)
                     ended = true;
                 else if (rc == VIP_DESCRIPTOR_ERROR)
-                    s->error(st::fmt("server: receive failed with status 0x%x on a live connection",
+                    s->error(vt::fmt("server: receive failed with status 0x%x on a live connection",
                                      d ? d->CS.Status : 0));
             } else if (rc != VIP_INTERRUPTED) {
-                s->error(st::fmt("server: VipRecvWait: %s", VipReturnString(rc)));
+                s->error(vt::fmt("server: VipRecvWait: %s", VipReturnString(rc)));
                 ended = true;
             }
         }
@@ -304,7 +304,7 @@ struct Server {
             // The error callback runs on the notification thread: give it a moment.
             wait_for([] { return g_server_error.load() >= 0; }, 500);
             s->end_code[c].store(g_server_error.load());
-            s->ended_ms[c].store(st::now_ms());
+            s->ended_ms[c].store(vt::now_ms());
             s->ended.fetch_add(1);
         }
         if (rdma_pending) s->rdma_done.store(1000 + int(VIP_DESCRIPTOR_ERROR));
@@ -322,7 +322,7 @@ int run_server(ServerStats *s, const std::string &disc, const ServerOpts &o) {
     sv.s = s;
     sv.o = o;
     sv.s_disc = disc;
-    double deadline = st::now_ms() + o.lifetime_ms;
+    double deadline = vt::now_ms() + o.lifetime_ms;
     if (VipOpenNic(vt::device().c_str(), &sv.nic) != VIP_SUCCESS ||
         VipCreatePtag(sv.nic, &sv.ptag) != VIP_SUCCESS) {
         s->error("server: cannot open the NIC");
@@ -370,7 +370,7 @@ bool ShVi::fail(const std::string &what) {
 
 bool ShVi::check(VIP_RETURN rc, const char *what, VIP_RETURN want) {
     if (rc == want) return true;
-    return fail(st::fmt("%s: %s (wanted %s)", what, VipReturnString(rc), VipReturnString(want)));
+    return fail(vt::fmt("%s: %s (wanted %s)", what, VipReturnString(rc), VipReturnString(want)));
 }
 
 bool ShVi::open(bool with_cq, VIP_RELIABILITY_LEVEL level, VIP_ULONG mtu) {
@@ -407,7 +407,7 @@ bool ShVi::post_recvs() {
 
 bool ShVi::connect(const std::string &disc, int timeout_ms, VIP_NIC_HANDLE ns_nic) {
     VIP_NIC_HANDLE ns = ns_nic ? ns_nic : nic;
-    std::vector<uint8_t> local = st::address(ns, disc + "c"), remote = st::address(ns, disc);
+    std::vector<uint8_t> local = vt::address(ns, disc + "c"), remote = vt::address(ns, disc);
     if (local.empty() || remote.empty()) return fail("VipNSGetHostByName failed");
     return check(vt::connect_request(vi, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
                                      reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()),
@@ -416,7 +416,7 @@ bool ShVi::connect(const std::string &disc, int timeout_ms, VIP_NIC_HANDLE ns_ni
 }
 
 bool ShVi::accept(const std::string &disc, int timeout_ms) {
-    std::vector<uint8_t> local = st::address(nic, disc);
+    std::vector<uint8_t> local = vt::address(nic, disc);
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 128);
     if (local.empty()) return fail("VipNSGetHostByName failed");
     VIP_VI_ATTRIBUTES ra;
@@ -441,9 +441,9 @@ bool ShVi::close_last() {
     if (!check(VipQueryVi(vi, &state, nullptr, nullptr, nullptr), "VipQueryVi")) return false;
     if (state != VIP_STATE_IDLE && !check(VipDisconnect(vi), "VipDisconnect")) return false;
     VIP_DESCRIPTOR *d;
-    double end = st::now_ms() + 2000;
+    double end = vt::now_ms() + 2000;
     VIP_BOOLEAN sq_empty = VIP_FALSE, rq_empty = VIP_FALSE;
-    while (st::now_ms() < end) {
+    while (vt::now_ms() < end) {
         while (VipSendDone(vi, &d) != VIP_NOT_DONE) {
         }
         while (VipRecvDone(vi, &d) != VIP_NOT_DONE) {
@@ -466,14 +466,14 @@ bool ShVi::close_last() {
 Traffic::Traffic() = default;
 
 std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms) {
-    double end = st::now_ms() + timeout_ms;
+    double end = vt::now_ms() + timeout_ms;
     const int64_t total = int64_t(t->nproc) * t->per_proc;
     int i = 0;
     std::string err;
     auto on_send = [&](VIP_RETURN rc, VIP_DESCRIPTOR *d) {
         int idx = v.send_index(d);
         if (rc != VIP_SUCCESS)
-            return err = st::fmt("send completed with %s, status 0x%x", VipReturnString(rc),
+            return err = vt::fmt("send completed with %s, status 0x%x", VipReturnString(rc),
                                  d ? d->CS.Status : 0u);
         if (idx < 0 || idx >= kProcs * kSlots) return err = "a send descriptor nobody posted";
         int proc = idx / kSlots, slot = idx % kSlots;
@@ -482,9 +482,9 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
         if (!parse_msg(v.send_buf(proc, slot), kMsgBytes, &sender, &seq, &why))
             return err = "send buffer " + why;
         if (sender != uint32_t(proc) || seq >= uint32_t(t->per_proc))
-            return err = st::fmt("send slot of process %d holds message %u/%u", proc, sender, seq);
+            return err = vt::fmt("send slot of process %d holds message %u/%u", proc, sender, seq);
         if (t->busy[proc][slot].load() != 1)
-            return err = st::fmt("completion of send slot %d/%d, which is not in use", proc, slot);
+            return err = vt::fmt("completion of send slot %d/%d, which is not in use", proc, slot);
         t->send_taken[sender * Traffic::kMaxPer + seq].fetch_add(1);
         t->by_proc_send[me].fetch_add(1);
         t->sends_done.fetch_add(1);
@@ -494,7 +494,7 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
     auto on_recv = [&](VIP_RETURN rc, VIP_DESCRIPTOR *d) {
         int idx = v.recv_index(d);
         if (rc != VIP_SUCCESS)
-            return err = st::fmt("receive completed with %s, status 0x%x", VipReturnString(rc),
+            return err = vt::fmt("receive completed with %s, status 0x%x", VipReturnString(rc),
                                  d ? d->CS.Status : 0u);
         if (idx < 0 || idx >= kRecvs) return err = "a receive descriptor nobody posted";
         uint32_t sender, seq;
@@ -502,13 +502,13 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
         if (!parse_msg(v.recv_buf(idx), d->CS.Length, &sender, &seq, &why))
             return err = "echo " + why;
         if (sender >= uint32_t(t->nproc) || seq >= uint32_t(t->per_proc))
-            return err = st::fmt("echo of a message never sent: %u/%u", sender, seq);
+            return err = vt::fmt("echo of a message never sent: %u/%u", sender, seq);
         t->recv_taken[sender * Traffic::kMaxPer + seq].fetch_add(1);
         t->by_proc_recv[me].fetch_add(1);
         vt::set_desc(d, v.recv_buf(idx), kMsgBytes, v.mh);
         VIP_RETURN prc = VipPostRecv(v.vi, d, v.mh);
         t->echoes.fetch_add(1);
-        if (prc != VIP_SUCCESS) return err = st::fmt("VipPostRecv: %s", VipReturnString(prc));
+        if (prc != VIP_SUCCESS) return err = vt::fmt("VipPostRecv: %s", VipReturnString(prc));
         return err;
     };
     for (;;) {
@@ -522,14 +522,14 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
             if (rc == VIP_SUCCESS) {
                 busy = true;
                 t->cq_entries[me].fetch_add(1);
-                if (h != v.vi) return st::fmt("VipCQWait returned VI %p, not %p", h, v.vi);
+                if (h != v.vi) return vt::fmt("VipCQWait returned VI %p, not %p", h, v.vi);
                 rc = recv ? VipRecvDone(v.vi, &d) : VipSendDone(v.vi, &d);
                 if (rc == VIP_NOT_DONE)
-                    return st::fmt("a CQ entry for the %s queue, and %s found nothing",
+                    return vt::fmt("a CQ entry for the %s queue, and %s found nothing",
                                    recv ? "receive" : "send", recv ? "VipRecvDone" : "VipSendDone");
                 if (!(recv ? on_recv(rc, d) : on_send(rc, d)).empty()) return err;
             } else if (rc != VIP_TIMEOUT) {
-                return st::fmt("VipCQWait: %s", VipReturnString(rc));
+                return vt::fmt("VipCQWait: %s", VipReturnString(rc));
             }
         } else {
             while ((rc = VipSendDone(v.vi, &d)) != VIP_NOT_DONE) {
@@ -549,15 +549,15 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
                 t->busy[me][slot].store(1);
                 t->sent.fetch_add(1);
                 rc = VipPostSend(v.vi, v.send_desc(me, slot), v.mh);
-                if (rc != VIP_SUCCESS) return st::fmt("VipPostSend: %s", VipReturnString(rc));
+                if (rc != VIP_SUCCESS) return vt::fmt("VipPostSend: %s", VipReturnString(rc));
                 ++i;
                 busy = true;
             }
         }
         if (i == t->per_proc && t->echoes.load() == total && t->sends_done.load() == total)
             return "";
-        if (st::now_ms() > end)
-            return st::fmt("timed out: posted %d of %d; in all %lld sent, %lld sends completed, "
+        if (vt::now_ms() > end)
+            return vt::fmt("timed out: posted %d of %d; in all %lld sent, %lld sends completed, "
                            "%lld echoes of %lld",
                            i, t->per_proc, (long long)t->sent.load(),
                            (long long)t->sends_done.load(), (long long)t->echoes.load(),
@@ -568,11 +568,11 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
 
 // Done in a loop until something is taken or timeout_ms pass (VIP_TIMEOUT then).
 static VIP_RETURN poll_done(VIP_VI_HANDLE vi, bool recv, int timeout_ms, VIP_DESCRIPTOR **d) {
-    double end = st::now_ms() + timeout_ms;
+    double end = vt::now_ms() + timeout_ms;
     for (;;) {
         VIP_RETURN rc = recv ? VipRecvDone(vi, d) : VipSendDone(vi, d);
         if (rc != VIP_NOT_DONE) return rc;
-        if (st::now_ms() > end) return VIP_TIMEOUT;
+        if (vt::now_ms() > end) return VIP_TIMEOUT;
         sched_yield();
     }
 }
@@ -584,15 +584,15 @@ std::string round_trip(ShVi &v, int proc, uint32_t sender, uint32_t seq, int tim
     make_msg(v.send_buf(proc, slot), sender, seq);
     vt::set_desc(sd, v.send_buf(proc, slot), kMsgBytes, v.mh);
     VIP_RETURN rc = VipPostSend(v.vi, sd, v.mh);
-    if (rc != VIP_SUCCESS) return st::fmt("VipPostSend: %s", VipReturnString(rc));
+    if (rc != VIP_SUCCESS) return vt::fmt("VipPostSend: %s", VipReturnString(rc));
     VIP_DESCRIPTOR *d = nullptr;
     rc = sleep ? VipSendWait(v.vi, timeout_ms, &d) : poll_done(v.vi, false, timeout_ms, &d);
     if (rc != VIP_SUCCESS || d != sd)
-        return st::fmt("%s: %s, descriptor %p (expected %p)", sleep ? "VipSendWait" : "VipSendDone",
+        return vt::fmt("%s: %s, descriptor %p (expected %p)", sleep ? "VipSendWait" : "VipSendDone",
                        VipReturnString(rc), (void *)d, (void *)sd);
     rc = sleep ? VipRecvWait(v.vi, timeout_ms, &d) : poll_done(v.vi, true, timeout_ms, &d);
     if (rc != VIP_SUCCESS)
-        return st::fmt("%s for echo %u/%u: %s", sleep ? "VipRecvWait" : "VipRecvDone", sender, seq,
+        return vt::fmt("%s for echo %u/%u: %s", sleep ? "VipRecvWait" : "VipRecvDone", sender, seq,
                        VipReturnString(rc));
     int idx = v.recv_index(d);
     if (idx < 0 || idx >= kRecvs) return "a receive descriptor nobody posted";
@@ -600,15 +600,15 @@ std::string round_trip(ShVi &v, int proc, uint32_t sender, uint32_t seq, int tim
     std::string why;
     if (!parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why)) return "echo " + why;
     if (s2 != sender || q2 != seq)
-        return st::fmt("echo of %u/%u arrived, expected %u/%u", s2, q2, sender, seq);
+        return vt::fmt("echo of %u/%u arrived, expected %u/%u", s2, q2, sender, seq);
     vt::set_desc(d, v.recv_buf(idx), kMsgBytes, v.mh);
     rc = VipPostRecv(v.vi, d, v.mh);
-    if (rc != VIP_SUCCESS) return st::fmt("VipPostRecv: %s", VipReturnString(rc));
+    if (rc != VIP_SUCCESS) return vt::fmt("VipPostRecv: %s", VipReturnString(rc));
     return "";
 }
 
-st::Opts ep_opts() {
-    st::Opts o;
+vt::Opts ep_opts() {
+    vt::Opts o;
     o.mtu = 4096;
     o.device = vt::device();
     return o;
@@ -629,12 +629,12 @@ std::string PrivEp::round_trip(uint32_t sender, uint32_t seq, int timeout_ms) {
     make_msg(sb, sender, seq);
     vt::set_desc(sd, sb, kMsgBytes, mh);
     VIP_RETURN rc = VipPostSend(vi, sd, mh);
-    if (rc != VIP_SUCCESS) return st::fmt("VipPostSend: %s", VipReturnString(rc));
+    if (rc != VIP_SUCCESS) return vt::fmt("VipPostSend: %s", VipReturnString(rc));
     VIP_DESCRIPTOR *d = nullptr;
     rc = VipSendWait(vi, timeout_ms, &d);
-    if (rc != VIP_SUCCESS || d != sd) return st::fmt("VipSendWait: %s", VipReturnString(rc));
+    if (rc != VIP_SUCCESS || d != sd) return vt::fmt("VipSendWait: %s", VipReturnString(rc));
     rc = VipRecvWait(vi, timeout_ms, &d);
-    if (rc != VIP_SUCCESS) return st::fmt("VipRecvWait: %s", VipReturnString(rc));
+    if (rc != VIP_SUCCESS) return vt::fmt("VipRecvWait: %s", VipReturnString(rc));
     int idx = static_cast<int>(d - desc(0));
     if (idx < 0 || idx >= kRecvDescs) return "a receive descriptor nobody posted";
     uint32_t s2, q2;
@@ -642,10 +642,10 @@ std::string PrivEp::round_trip(uint32_t sender, uint32_t seq, int timeout_ms) {
     if (!parse_msg(mem + 4096 + idx * kMsgBytes, d->CS.Length, &s2, &q2, &why))
         return "echo " + why;
     if (s2 != sender || q2 != seq)
-        return st::fmt("echo of %u/%u arrived, expected %u/%u", s2, q2, sender, seq);
+        return vt::fmt("echo of %u/%u arrived, expected %u/%u", s2, q2, sender, seq);
     vt::set_desc(d, mem + 4096 + idx * kMsgBytes, kMsgBytes, mh);
     rc = VipPostRecv(vi, d, mh);
-    return rc == VIP_SUCCESS ? "" : st::fmt("VipPostRecv: %s", VipReturnString(rc));
+    return rc == VIP_SUCCESS ? "" : vt::fmt("VipPostRecv: %s", VipReturnString(rc));
 }
 
 std::string remote_write(ShVi &v, ServerStats *srv, uint32_t len, uint32_t imm, int timeout_ms) {
@@ -663,21 +663,21 @@ std::string remote_write(ShVi &v, ServerStats *srv, uint32_t len, uint32_t imm, 
         return "the server's RDMA write did not complete";
     int done = srv->rdma_done.load() - 1000;
     if (done != VIP_SUCCESS)
-        return st::fmt("the server's RDMA write completed with %s",
+        return vt::fmt("the server's RDMA write completed with %s",
                        VipReturnString(static_cast<VIP_RETURN>(done)));
     if (rc != VIP_SUCCESS)
-        return st::fmt("immediate data of the RDMA write: %s, status 0x%x", VipReturnString(rc),
+        return vt::fmt("immediate data of the RDMA write: %s, status 0x%x", VipReturnString(rc),
                        d ? d->CS.Status : 0u);
     uint32_t want = VIP_STATUS_DONE | VIP_STATUS_OP_REMOTE_RDMA_WRITE | VIP_STATUS_IMMEDIATE;
     if (d->CS.Status != want || d->CS.ImmediateData != imm)
-        return st::fmt("RDMA write completion: status 0x%x immediate 0x%x", d->CS.Status,
+        return vt::fmt("RDMA write completion: status 0x%x immediate 0x%x", d->CS.Status,
                        d->CS.ImmediateData);
     if (!vt::check_pattern(target, len, imm)) return "the RDMA-written data is wrong";
     int idx = v.recv_index(d);
     if (idx < 0 || idx >= kRecvs) return "a receive descriptor nobody posted";
     vt::set_desc(d, v.recv_buf(idx), kMsgBytes, v.mh);
     rc = VipPostRecv(v.vi, d, v.mh);
-    return rc == VIP_SUCCESS ? "" : st::fmt("VipPostRecv: %s", VipReturnString(rc));
+    return rc == VIP_SUCCESS ? "" : vt::fmt("VipPostRecv: %s", VipReturnString(rc));
 }
 
 // ------------------------------------------------------------ /proc views
@@ -735,7 +735,7 @@ std::set<std::string> shared_mapping_keys(const std::vector<std::string> &maps) 
 std::string describe(const std::map<int, FdInfo> &fds) {
     std::string s;
     for (auto &[fd, info] : fds)
-        s += st::fmt("%d -> %s%s\n", fd, info.link.c_str(), info.cloexec ? " (cloexec)" : "");
+        s += vt::fmt("%d -> %s%s\n", fd, info.link.c_str(), info.cloexec ? " (cloexec)" : "");
     return s.empty() ? "(none)" : s;
 }
 

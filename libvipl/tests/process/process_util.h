@@ -8,7 +8,7 @@
 // test's root process turns into assertions with the children's words.
 #pragma once
 
-#include "shm_util.h"
+#include "procs.h"
 
 #include <atomic>
 #include <cstdint>
@@ -147,7 +147,7 @@ struct ShVi {
     bool connect(const std::string &disc, int timeout_ms = 10000, VIP_NIC_HANDLE ns_nic = nullptr);
     // Waits for the client of disc and accepts it with this VI.
     bool accept(const std::string &disc, int timeout_ms = 10000);
-    // With addresses made beforehand (st::address(nic, disc + "c"), st::address(nic, disc)).
+    // With addresses made beforehand (vt::address(nic, disc + "c"), vt::address(nic, disc)).
     bool connect_to(std::vector<uint8_t> local, std::vector<uint8_t> remote,
                     int timeout_ms = 10000);
     // Last holder: disconnects, takes what is left on both queues, destroys the VI.
@@ -199,12 +199,12 @@ std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms)
 std::string round_trip(ShVi &v, int proc, uint32_t sender, uint32_t seq, int timeout_ms = 3000,
                        bool sleep = false);
 
-// Options of a private endpoint (st::Ep) of these tests: the device under
+// Options of a private endpoint (vt::Ep) of these tests: the device under
 // test (vt::device()), a 4 KiB MTU.
-st::Opts ep_opts();
+vt::Opts ep_opts();
 
-// A private VI (st::Ep) with receives posted, talking to a server process.
-struct PrivEp : st::Ep {
+// A private VI (vt::Ep) with receives posted, talking to a server process.
+struct PrivEp : vt::Ep {
     static constexpr int kRecvDescs = 16;
     bool setup(const std::string &disc, int timeout_ms = 10000);
     // Sends (sender, seq) and waits for its echo; "" or what went wrong.

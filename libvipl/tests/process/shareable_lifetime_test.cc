@@ -46,7 +46,7 @@ bool trips(pt::ShVi &v, Ctl *c, int slot, int proc, uint32_t sender, uint32_t fr
     for (int i = 0; i < n; ++i) {
         std::string e = pt::round_trip(v, proc, sender, from + i);
         if (!e.empty()) {
-            c->board.fail(slot, st::fmt("sender %u message %u: %s", sender, from + i, e.c_str()));
+            c->board.fail(slot, vt::fmt("sender %u message %u: %s", sender, from + i, e.c_str()));
             return false;
         }
     }
@@ -68,7 +68,7 @@ void parent_goes(ParentEnd pe, LastEnd le) {
     Reaper reaper(&*c);
     srv->max_conns = 1;
     std::string disc = vt::unique_disc("pg");
-    st::Child server(pt::spawn_server(&*srv, disc));
+    vt::Child server(pt::spawn_server(&*srv, disc));
 
     pid_t parent = vt::spawn_child([&] {
         pt::ShVi v;
@@ -144,7 +144,7 @@ void parent_goes(ParentEnd pe, LastEnd le) {
     int s1 = wait_pid(c->pid[1].load());
     CHECK(s1 == 0);
     c->pid[1] = 0;
-    st::sleep_ms(50); // longer than the peer's liveness check
+    vt::sleep_ms(50); // longer than the peer's liveness check
     CHECK(srv->ended.load() == 0);
     c->phase = 4;
     REQUIRE(pt::wait_for([&] { return c->done[2].load() >= 2 || c->board.any(); }, 10000));
@@ -158,7 +158,7 @@ void parent_goes(ParentEnd pe, LastEnd le) {
     CHECK(srv->bad.load() == 0);
 
     // The last holder goes: now, and only now, the peer sees the end.
-    double t0 = st::now_ms();
+    double t0 = vt::now_ms();
     switch (le) {
     case LastEnd::disconnects:
         c->phase = 5;
@@ -174,7 +174,7 @@ void parent_goes(ParentEnd pe, LastEnd le) {
         break;
     case LastEnd::killed:
         c->phase = 5;
-        st::sleep_ms(5);
+        vt::sleep_ms(5);
         kill(c->pid[2].load(), SIGKILL);
         break;
     }
@@ -207,7 +207,7 @@ TEST_CASE("shareable VI: the peer talks to the children after the parent exits, 
                    << (le == LastEnd::exits    ? "exits"
                        : le == LastEnd::killed ? "is killed"
                                                : "disconnects and destroys"));
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [&] {
             parent_goes(pe, le);
             return 0;
@@ -219,20 +219,20 @@ TEST_CASE("shareable VI: the peer talks to the children after the parent exits, 
 TEST_CASE("shareable VI: the parent destroys its VI while a child uses it, which is then the "
           "last holder",
           "[process][shareable][lifetime]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("pd");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
             REQUIRE(v.connect(disc));
             REQUIRE(trips(v, &*c, 0, 0, 0, 0, 10));
-            st::Child child(vt::spawn_child([&] {
+            vt::Child child(vt::spawn_child([&] {
                 c->done[0] = 1;
                 if (!await_phase(&*c, 1)) return 1;
                 if (!trips(v, &*c, 1, 1, 1, 0, 50)) return 2;
@@ -282,18 +282,18 @@ TEST_CASE("shareable VI: the parent destroys its VI while a child uses it, which
 TEST_CASE("shareable VI: connected after fork, it is refused in older children and shared "
           "with newer ones",
           "[process][shareable][lifetime]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("ca");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
-            st::Child older(vt::spawn_child([&] {
+            vt::Child older(vt::spawn_child([&] {
                 // A holder of the idle VI...
                 VIP_VI_STATE s = VIP_STATE_ERROR;
                 c->value[0] = VipQueryVi(v.vi, &s, nullptr, nullptr, nullptr);
@@ -343,21 +343,21 @@ TEST_CASE("shareable VI: connected after fork, it is refused in older children a
 
 TEST_CASE("shareable VI: a child that connects the VI it inherited idle becomes its only holder",
           "[process][shareable][lifetime]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("cc");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
             // Made here: the child cannot use this process's NIC for name service.
-            std::vector<uint8_t> local = st::address(v.nic, disc + "c"),
-                                 remote = st::address(v.nic, disc);
-            st::Child child(vt::spawn_child([&] {
+            std::vector<uint8_t> local = vt::address(v.nic, disc + "c"),
+                                 remote = vt::address(v.nic, disc);
+            vt::Child child(vt::spawn_child([&] {
                 if (!v.connect_to(local, remote)) {
                     c->board.fail(1, "child: " + v.err);
                     return 1;
@@ -412,14 +412,14 @@ TEST_CASE("shareable VI: a child that connects the VI it inherited idle becomes 
 TEST_CASE("shareable VI: the peer's RDMA writes reach the shared memory after the connecting "
           "process exits",
           "[process][shareable][lifetime]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<Ctl> c;
             Reaper reaper(&*c);
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("rw");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             pid_t parent = vt::spawn_child([&] {
                 pt::ShVi v;
                 if (!v.open() || !v.post_recvs() || !v.connect(disc)) {
@@ -470,14 +470,14 @@ TEST_CASE("shareable VI: the peer's RDMA writes reach the shared memory after th
 TEST_CASE("shareable VI: VipDestroyVi at once after fork() leaves the VI to the child",
           "[process][shareable][lifetime]") {
     // The child holds the VI from fork() on, whether or not it has run yet.
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             constexpr int kRounds = 30;
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<Ctl> c;
             srv->max_conns = kRounds;
             std::string disc = vt::unique_disc("df");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             int destroy_wrong = 0, child_failed = 0;
             for (int round = 0; round < kRounds; ++round) {
                 pt::ShVi v;
@@ -489,7 +489,7 @@ TEST_CASE("shareable VI: VipDestroyVi at once after fork() leaves the VI to the 
                     if (!trips(v, &*c, round % 100, 1, 100 + round, 0, 3)) return 1;
                     if (!v.close_last()) {
                         c->board.fail(100 + round % 50,
-                                      st::fmt("round %d child: %s", round, v.err.c_str()));
+                                      vt::fmt("round %d child: %s", round, v.err.c_str()));
                         return 2;
                     }
                     return 0;
@@ -498,7 +498,7 @@ TEST_CASE("shareable VI: VipDestroyVi at once after fork() leaves the VI to the 
                 if (rc != VIP_SUCCESS) {
                     ++destroy_wrong;
                     c->board.fail(150 + round % 10,
-                                  st::fmt("round %d: VipDestroyVi right after fork: %s", round,
+                                  vt::fmt("round %d: VipDestroyVi right after fork: %s", round,
                                           VipReturnString(rc)));
                     if (vt::vi_state(v.vi) == VIP_STATE_CONNECTED) {
                         // Refused: this process still holds it; wait for the child first.
@@ -526,14 +526,14 @@ TEST_CASE("shareable VI: VipDestroyVi at once after fork() leaves the VI to the 
 TEST_CASE("shareable VI: when the peer ends the connection every holder sees the Error state and "
           "none keeps its descriptors or memory",
           "[process][shareable][lifetime]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             auto fds0 = pt::fds_of(); // before anything of VIPL in this process
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("pe");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
@@ -546,18 +546,18 @@ TEST_CASE("shareable VI: when the peer ends the connection every holder sees the
                 for (auto &[fd, info] : now) {
                     auto it = fds0.find(fd);
                     if (it == fds0.end() || it->second.link != info.link)
-                        extra += st::fmt(" %d->%s", fd, info.link.c_str());
+                        extra += vt::fmt(" %d->%s", fd, info.link.c_str());
                 }
                 if (!extra.empty())
-                    c->board.fail(slot, st::fmt("%s keeps descriptors:%s", who, extra.c_str()));
+                    c->board.fail(slot, vt::fmt("%s keeps descriptors:%s", who, extra.c_str()));
                 for (const std::string &m : pt::maps_of())
                     if (m.find("vipl-conn") != std::string::npos)
-                        c->board.fail(slot + 1, st::fmt("%s keeps the connection mapped: %s", who,
+                        c->board.fail(slot + 1, vt::fmt("%s keeps the connection mapped: %s", who,
                                                         m.c_str()));
             };
-            std::vector<std::unique_ptr<st::Child>> kids;
+            std::vector<std::unique_ptr<vt::Child>> kids;
             for (int k = 1; k <= 2; ++k)
-                kids.push_back(std::make_unique<st::Child>(vt::spawn_child([&, k] {
+                kids.push_back(std::make_unique<vt::Child>(vt::spawn_child([&, k] {
                     c->done[k] = 1;
                     if (!await_phase(&*c, k)) return 1;
                     VIP_VI_STATE s = VIP_STATE_IDLE;

@@ -48,7 +48,7 @@ std::string capture_stderr(const std::function<void()> &fn) {
 }
 
 std::string hex(const void *p) {
-    return st::fmt("%p", p);
+    return vt::fmt("%p", p);
 }
 
 } // namespace
@@ -248,13 +248,13 @@ TEST_CASE("shareable VI: descriptors and buffers in private regions are refused"
 
 TEST_CASE("shareable CQ: VipDestroyCQ in a holder that is not the last only drops its reference",
           "[process][shareable][rules]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             pt::Shared<pt::ServerStats> srv;
             pt::Shared<pt::Board> board;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("dq");
-            st::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(pt::spawn_server(&*srv, disc));
             pt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open(true));
@@ -268,7 +268,7 @@ TEST_CASE("shareable CQ: VipDestroyCQ in a holder that is not the last only drop
                     int wrong = 0;
                     auto expect = [&](VIP_RETURN got, VIP_RETURN want, const char *what) {
                         if (got == want) return;
-                        board->fail(wrong++, st::fmt("child: %s: %s, expected %s", what,
+                        board->fail(wrong++, vt::fmt("child: %s: %s, expected %s", what,
                                                      VipReturnString(got), VipReturnString(want)));
                     };
                     VIP_VI_HANDLE h;

@@ -34,7 +34,7 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
     std::string disc = vt::unique_disc("tr");
     pt::ServerOpts so;
     so.client = accepting;
-    st::Child server(pt::spawn_server(&*srv, disc, so));
+    vt::Child server(pt::spawn_server(&*srv, disc, so));
 
     pt::ShVi v;
     INFO(v.err);
@@ -50,7 +50,7 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
         pid_t pid = vt::spawn_child([&, c] {
             std::string e = pt::traffic(v, &*t, c, use_cq, 30000);
             if (!e.empty()) {
-                res->board.fail(c, st::fmt("child %d: %s", c, e.c_str()));
+                res->board.fail(c, vt::fmt("child %d: %s", c, e.c_str()));
                 return 1;
             }
             // Not the last holder: only this process's reference goes.
@@ -94,7 +94,7 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
         by_send += t->by_proc_send[p].load();
         by_recv += t->by_proc_recv[p].load();
         takers += (t->by_proc_send[p].load() + t->by_proc_recv[p].load()) > 0;
-        split += st::fmt(" p%d:%u/%u", p, t->by_proc_send[p].load(), t->by_proc_recv[p].load());
+        split += vt::fmt(" p%d:%u/%u", p, t->by_proc_send[p].load(), t->by_proc_recv[p].load());
         if (use_cq)
             CHECK(t->cq_entries[p].load() == t->by_proc_send[p].load() + t->by_proc_recv[p].load());
     }
@@ -121,7 +121,7 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
     CHECK(VipDestroyVi(v.vi) == VIP_INVALID_STATE);
     CHECK(vt::vi_state(v.vi) == VIP_STATE_CONNECTED);
     CHECK(pt::round_trip(v, 0, 0, per_proc) == "");
-    double t0 = st::now_ms();
+    double t0 = vt::now_ms();
     INFO(v.err);
     REQUIRE(v.close_last());
     CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 2000));
@@ -139,7 +139,7 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
 
 TEST_CASE("shareable VI: parent and 3 children send, receive and take completions concurrently",
           "[process][shareable]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             run_traffic(3, 1500, false);
             return 0;
@@ -150,7 +150,7 @@ TEST_CASE("shareable VI: parent and 3 children send, receive and take completion
 
 TEST_CASE("shareable VI: parent and 5 children share the VI and a shareable CQ (VipCQWait)",
           "[process][shareable]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             run_traffic(5, 800, true);
             return 0;
@@ -161,7 +161,7 @@ TEST_CASE("shareable VI: parent and 5 children share the VI and a shareable CQ (
 
 TEST_CASE("shareable VI: accepted by a server, it is shared with the workers the server forks",
           "[process][shareable]") {
-    int status = st::run_checked(
+    int status = vt::run_checked(
         [] {
             run_traffic(3, 1000, false, true);
             return 0;

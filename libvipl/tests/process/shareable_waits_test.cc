@@ -17,25 +17,25 @@ namespace {
 // Nothing is pending, so the wait must sleep its whole timeout and say so.
 std::string sleeps_until_timeout(VIP_VI_HANDLE vi, bool recv) {
     VIP_DESCRIPTOR *d = nullptr;
-    double t0 = st::now_ms();
+    double t0 = vt::now_ms();
     VIP_RETURN rc = recv ? VipRecvWait(vi, 40, &d) : VipSendWait(vi, 40, &d);
-    double took = st::now_ms() - t0;
+    double took = vt::now_ms() - t0;
     if (rc != VIP_TIMEOUT)
-        return st::fmt("%s with nothing pending: %s", recv ? "VipRecvWait" : "VipSendWait",
+        return vt::fmt("%s with nothing pending: %s", recv ? "VipRecvWait" : "VipSendWait",
                        VipReturnString(rc));
-    if (took < 30) return st::fmt("timed out after %.1f ms of 40", took);
+    if (took < 30) return vt::fmt("timed out after %.1f ms of 40", took);
     return "";
 }
 
 std::string cq_sleeps_until_timeout(VIP_CQ_HANDLE cq) {
     VIP_VI_HANDLE h;
     VIP_BOOLEAN r;
-    double t0 = st::now_ms();
+    double t0 = vt::now_ms();
     VIP_RETURN rc = VipCQWait(cq, 40, &h, &r);
-    double took = st::now_ms() - t0;
+    double took = vt::now_ms() - t0;
     if (rc != VIP_TIMEOUT)
-        return st::fmt("VipCQWait with nothing pending: %s", VipReturnString(rc));
-    if (took < 30) return st::fmt("VipCQWait timed out after %.1f ms of 40", took);
+        return vt::fmt("VipCQWait with nothing pending: %s", VipReturnString(rc));
+    if (took < 30) return vt::fmt("VipCQWait timed out after %.1f ms of 40", took);
     return "";
 }
 
@@ -46,17 +46,17 @@ std::string cq_round_trip(pt::ShVi &v, int proc, uint32_t sender, uint32_t seq) 
     pt::make_msg(v.send_buf(proc, slot), sender, seq);
     vt::set_desc(sd, v.send_buf(proc, slot), pt::kMsgBytes, v.mh);
     VIP_RETURN rc = VipPostSend(v.vi, sd, v.mh);
-    if (rc != VIP_SUCCESS) return st::fmt("VipPostSend: %s", VipReturnString(rc));
+    if (rc != VIP_SUCCESS) return vt::fmt("VipPostSend: %s", VipReturnString(rc));
     bool sent = false, echoed = false;
     while (!sent || !echoed) {
         VIP_VI_HANDLE h = nullptr;
         VIP_BOOLEAN r = VIP_FALSE;
         rc = VipCQWait(v.cq, 3000, &h, &r);
-        if (rc != VIP_SUCCESS) return st::fmt("VipCQWait: %s", VipReturnString(rc));
+        if (rc != VIP_SUCCESS) return vt::fmt("VipCQWait: %s", VipReturnString(rc));
         if (h != v.vi) return "VipCQWait named another VI";
         VIP_DESCRIPTOR *d = nullptr;
         rc = r ? VipRecvDone(v.vi, &d) : VipSendDone(v.vi, &d);
-        if (rc != VIP_SUCCESS) return st::fmt("Done after a CQ entry: %s", VipReturnString(rc));
+        if (rc != VIP_SUCCESS) return vt::fmt("Done after a CQ entry: %s", VipReturnString(rc));
         if (!r) {
             if (d != sd) return "another send descriptor completed";
             sent = true;
@@ -69,7 +69,7 @@ std::string cq_round_trip(pt::ShVi &v, int proc, uint32_t sender, uint32_t seq) 
             !pt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why))
             return "bad echo " + why;
         if (s2 != sender || q2 != seq)
-            return st::fmt("echo of %u/%u, expected %u/%u", s2, q2, sender, seq);
+            return vt::fmt("echo of %u/%u, expected %u/%u", s2, q2, sender, seq);
         vt::set_desc(d, v.recv_buf(idx), pt::kMsgBytes, v.mh);
         if (VipPostRecv(v.vi, d, v.mh) != VIP_SUCCESS) return "VipPostRecv failed";
         echoed = true;
@@ -80,7 +80,7 @@ std::string cq_round_trip(pt::ShVi &v, int proc, uint32_t sender, uint32_t seq) 
 // The fd must be a live descriptor that poll reports readable once a
 // message's echo is back (after Done said VIP_NOT_DONE, which re-arms it).
 std::string fd_wakes(pt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, uint32_t seq) {
-    if (fcntl(fd, F_GETFD) < 0) return st::fmt("wait fd %d is not open here", fd);
+    if (fcntl(fd, F_GETFD) < 0) return vt::fmt("wait fd %d is not open here", fd);
     VIP_DESCRIPTOR *d;
     VIP_VI_HANDLE h;
     VIP_BOOLEAN r;
@@ -96,16 +96,16 @@ std::string fd_wakes(pt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, ui
     vt::set_desc(sd, v.send_buf(proc, slot), pt::kMsgBytes, v.mh);
     if (VipPostSend(v.vi, sd, v.mh) != VIP_SUCCESS) return "VipPostSend failed";
     bool sent = false, echoed = false;
-    double end = st::now_ms() + 3000;
+    double end = vt::now_ms() + 3000;
     while (!sent || !echoed) {
-        int left = static_cast<int>(end - st::now_ms());
+        int left = static_cast<int>(end - vt::now_ms());
         if (left <= 0)
-            return st::fmt("wait fd %d: nothing after 3 s (sent %d echoed %d)", fd, sent, echoed);
+            return vt::fmt("wait fd %d: nothing after 3 s (sent %d echoed %d)", fd, sent, echoed);
         pollfd p{fd, POLLIN, 0};
         int n = poll(&p, 1, left);
-        if (n < 0) return st::fmt("poll on wait fd %d failed", fd);
+        if (n < 0) return vt::fmt("poll on wait fd %d failed", fd);
         if (n == 0) continue;
-        if (p.revents & POLLNVAL) return st::fmt("wait fd %d is not valid", fd);
+        if (p.revents & POLLNVAL) return vt::fmt("wait fd %d is not valid", fd);
         // Take everything there is; the next NOT_DONE re-arms the fd.
         for (;;) {
             VIP_RETURN rc;
@@ -155,7 +155,7 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
     s1->max_conns = 1;
     s2->max_conns = 1;
     std::string d1 = vt::unique_disc("w1"), d2 = vt::unique_disc("w2");
-    st::Child srv1(pt::spawn_server(&*s1, d1)), srv2(pt::spawn_server(&*s2, d2));
+    vt::Child srv1(pt::spawn_server(&*s1, d1)), srv2(pt::spawn_server(&*s2, d2));
     pt::ShVi v, w; // v: its own queues; w: a shareable CQ
     INFO(v.err << w.err);
     REQUIRE(v.open(false));
@@ -186,10 +186,10 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
             note("VipSendWait", sleeps_until_timeout(v.vi, false));
             note("VipCQWait", cq_sleeps_until_timeout(w.cq));
             for (uint32_t i = 0; i < 20 && n == 0; ++i)
-                note(st::fmt("round trip %u sleeping in Send/RecvWait", i),
+                note(vt::fmt("round trip %u sleeping in Send/RecvWait", i),
                      pt::round_trip(v, 1, 1, i, 3000, true));
             for (uint32_t i = 0; i < 20 && n == 0; ++i)
-                note(st::fmt("round trip %u sleeping in VipCQWait", i), cq_round_trip(w, 1, 1, i));
+                note(vt::fmt("round trip %u sleeping in VipCQWait", i), cq_round_trip(w, 1, 1, i));
             note("the parent's VI wait fd", fd_wakes(v, vfd, false, 1, 1, 20));
             note("the parent's CQ wait fd", fd_wakes(w, cfd, true, 1, 1, 20));
             int own_v = -1, own_c = -1;

@@ -1,7 +1,7 @@
 // Bad input never crashes and gets the documented answer: garbage and stale
 // handles to every function that takes one, and every kind of malformed
 // descriptor (README, "Post errors").
-#include "shm_util.h"
+#include "procs.h"
 
 #include <cstddef>
 #include <cstdlib>
@@ -21,8 +21,8 @@ struct Good {
     vt::Memory mem{nic, 1 << 16};
     VIP_VI_HANDLE vi = nullptr;
     VIP_CQ_HANDLE cq = nullptr;
-    std::vector<uint8_t> addr = st::address(nic.nic, vt::unique_disc("g"));
-    std::vector<uint8_t> addr2 = st::address(nic.nic, vt::unique_disc("h"));
+    std::vector<uint8_t> addr = vt::address(nic.nic, vt::unique_disc("g"));
+    std::vector<uint8_t> addr2 = vt::address(nic.nic, vt::unique_disc("h"));
     Good() {
         VIP_VI_ATTRIBUTES a = vt::vi_attrs(nic);
         REQUIRE(VipCreateVi(nic.nic, &a, nullptr, nullptr, &vi) == VIP_SUCCESS);
@@ -241,13 +241,13 @@ TEST_CASE("bad input: handles of destroyed objects are refused", "[shm][bad]") {
     // A connection handle is used up by Accept or Reject.
     {
         std::string disc = vt::unique_disc("r");
-        std::vector<uint8_t> local = st::address(g.nic.nic, disc), remote(256);
+        std::vector<uint8_t> local = vt::address(g.nic.nic, disc), remote(256);
         int pid = vt::spawn_child([&] {
-            st::Ep ep;
+            vt::Ep ep;
             if (!ep.open(4096)) return 1;
             return ep.connect(disc, 5000) || ep.err.find("VIP_REJECT") != std::string::npos ? 0 : 2;
         });
-        st::Child child(pid);
+        vt::Child child(pid);
         VIP_VI_ATTRIBUTES ra;
         VIP_CONN_HANDLE conn;
         REQUIRE(VipConnectWait(g.nic.nic, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), 5000,
@@ -490,9 +490,9 @@ TEST_CASE("bad input: malformed descriptors get the documented code and Status",
 
     // Once the peer is gone, sends and receives are refused.
     vt::destroy_vi(p.b);
-    double end = st::now_ms() + 2000;
+    double end = vt::now_ms() + 2000;
     VIP_VI_STATE st = VIP_STATE_CONNECTED;
-    while (st == VIP_STATE_CONNECTED && st::now_ms() < end) {
+    while (st == VIP_STATE_CONNECTED && vt::now_ms() < end) {
         VipSendDone(a, &got);
         VipQueryVi(a, &st, nullptr, nullptr, nullptr);
     }

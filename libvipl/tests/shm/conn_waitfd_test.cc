@@ -1,7 +1,7 @@
 // The connection wait fd on shm follows both places a request can be: the
 // listening socket's backlog, and a connection already taken from it whose
 // request is still on its way (an "early" one, kept for the next wait).
-#include "shm_util.h"
+#include "procs.h"
 
 #include <cstring>
 #include <poll.h>
@@ -30,7 +30,7 @@ VIP_RETURN take(const vt::Nic &n, vt::Address &local) {
 
 // A raw connection to the discriminator's listening socket, sending nothing yet.
 int raw_connect(const std::string &disc) {
-    std::string name = st::socket_name(disc).substr(1); // without the '@'
+    std::string name = vt::socket_name(disc).substr(1); // without the '@'
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     REQUIRE(s >= 0);
     sockaddr_un sa{};

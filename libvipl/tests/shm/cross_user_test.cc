@@ -2,7 +2,7 @@
 // write the other's memory (cross-memory attach refused one way), so every
 // operation it cannot do directly must go through the ring.  Messages of all
 // sizes both ways, RDMA write and RDMA read both ways, checked byte for byte.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <cerrno>
 #include <cstring>
@@ -45,7 +45,7 @@ public:
     explicit Side(int role) : role_(role) {}
 
     void run(const std::string &disc, bool peer_reads_me) {
-        st::Opts o;
+        vt::Opts o;
         o.rdma_write = o.rdma_read = true;
         EP_REQUIRE(ep_, ep_.open(kTotal, o));
         for (int i = 0; i < kRecvs; ++i) post_recv(i);
@@ -232,7 +232,7 @@ private:
     }
 
     int role_;
-    st::Ep ep_;
+    vt::Ep ep_;
     int next_ = 0;
     bool closing_ = false;
     uint64_t peer_window_ = 0;
@@ -242,9 +242,9 @@ private:
 // Server in this process, client in a child that drops to nobody (or not).
 void exchange(bool drop) {
     std::string disc = vt::unique_disc("u");
-    st::Channel ch;
+    vt::Channel ch;
     pid_t parent = getpid();
-    pid_t pid = st::spawn_checked([&] {
+    pid_t pid = vt::spawn_checked([&] {
         ch.in_child();
         if (drop) {
             REQUIRE(setgroups(0, nullptr) == 0);
@@ -261,7 +261,7 @@ void exchange(bool drop) {
         return 0;
     });
     ch.in_parent();
-    st::Child child(pid);
+    vt::Child child(pid);
     ch.send(1);
     uint64_t child_reads_parent = 2;
     REQUIRE(ch.recv(&child_reads_parent, 10000));

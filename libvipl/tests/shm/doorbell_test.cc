@@ -5,7 +5,7 @@
 // at once, no wait may take anywhere near a second.
 //
 // Each side is a fresh process so that each can have its own VIPL_SPIN_US.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <atomic>
 #include <cstring>
@@ -33,8 +33,8 @@ void on_error(VIP_PVOID, VIP_ERROR_DESCRIPTOR *e) {
 }
 
 // Waits for the next completion of one queue, through the VI or a CQ.
-VIP_RETURN wait_one(st::Ep &ep, bool recv, bool cq, VIP_DESCRIPTOR **d, double *took) {
-    double t0 = st::now_ms();
+VIP_RETURN wait_one(vt::Ep &ep, bool recv, bool cq, VIP_DESCRIPTOR **d, double *took) {
+    double t0 = vt::now_ms();
     VIP_RETURN rc;
     if (cq) {
         VIP_VI_HANDLE vi;
@@ -44,17 +44,17 @@ VIP_RETURN wait_one(st::Ep &ep, bool recv, bool cq, VIP_DESCRIPTOR **d, double *
     } else {
         rc = recv ? VipRecvWait(ep.vi, kWaitMs, d) : VipSendWait(ep.vi, kWaitMs, d);
     }
-    *took = st::now_ms() - t0;
+    *took = vt::now_ms() - t0;
     return rc;
 }
 
 Stats pingpong(int role, const std::string &disc, long rounds, bool cq, bool callback) {
     Stats s;
-    st::Ep ep;
-    st::Opts o;
+    vt::Ep ep;
+    vt::Opts o;
     o.send_cq = o.recv_cq = cq;
     auto fail = [&](const std::string &what) {
-        s.err = st::fmt("%s: %s", role == 0 ? "server" : "client", what.c_str());
+        s.err = vt::fmt("%s: %s", role == 0 ? "server" : "client", what.c_str());
         return s;
     };
     if (!ep.open(64 << 10, o)) return fail(ep.err);
@@ -68,7 +68,7 @@ Stats pingpong(int role, const std::string &disc, long rounds, bool cq, bool cal
         if (!ep.post_recv(ep.desc(i))) return fail(ep.err);
     }
     if (!(role == 0 ? ep.accept(disc) : ep.connect(disc))) return fail(ep.err);
-    double start = st::now_ms();
+    double start = vt::now_ms();
     auto send = [&](uint64_t v) {
         *sb = v;
         vt::set_desc(ep.desc(2), sb, 8, ep.mh);
@@ -78,7 +78,7 @@ Stats pingpong(int role, const std::string &disc, long rounds, bool cq, bool cal
         VIP_RETURN rc = wait_one(ep, false, cq, &d, &took);
         s.max_wait_ms = std::max(s.max_wait_ms, took);
         if (rc != VIP_SUCCESS || d != ep.desc(2))
-            return ep.fail(st::fmt("send %llu: %s", (unsigned long long)v, VipReturnString(rc)));
+            return ep.fail(vt::fmt("send %llu: %s", (unsigned long long)v, VipReturnString(rc)));
         return true;
     };
     auto recv = [&](uint64_t want, bool repost) {
@@ -87,15 +87,15 @@ Stats pingpong(int role, const std::string &disc, long rounds, bool cq, bool cal
         VIP_RETURN rc = wait_one(ep, true, cq, &d, &took);
         s.max_wait_ms = std::max(s.max_wait_ms, took);
         if (rc != VIP_SUCCESS)
-            return ep.fail(st::fmt("round %llu: %s after %.0f ms", (unsigned long long)want,
+            return ep.fail(vt::fmt("round %llu: %s after %.0f ms", (unsigned long long)want,
                                    VipReturnString(rc), took));
         if (took > kLostMs)
-            return ep.fail(st::fmt(
+            return ep.fail(vt::fmt(
                 "round %llu: the wait slept %.0f ms although the message was there (lost wake-up)",
                 (unsigned long long)want, took));
         int i = d == ep.desc(0) ? 0 : 1;
         if (d != ep.desc(i) || *rb[i] != want)
-            return ep.fail(st::fmt("round %llu: got %llu", (unsigned long long)want,
+            return ep.fail(vt::fmt("round %llu: got %llu", (unsigned long long)want,
                                    (unsigned long long)*rb[i]));
         return !repost || ep.post_recv(d);
     };
@@ -105,7 +105,7 @@ Stats pingpong(int role, const std::string &disc, long rounds, bool cq, bool cal
         bool ok = role == 0 ? recv(r, true) && send(r) : send(r) && recv(r, r + 1 < rounds);
         if (!ok) return fail(ep.err);
     }
-    s.total_ms = st::now_ms() - start;
+    s.total_ms = vt::now_ms() - start;
     s.c = ep.counters();
     if (callback && g_errors != 0) return fail("an asynchronous error was reported");
     return s;
@@ -131,8 +131,8 @@ void run(const Run &r) {
                                         std::string("VT_BOTH_SLEEP=") + (r.both_sleep ? "1" : "0"),
                                         "VIPL_SPIN_US=" + spin};
     };
-    st::Child server(vt::spawn_fresh("shm child: pingpong", env("server", r.server_spin)));
-    st::Child client(vt::spawn_fresh("shm child: pingpong", env("client", r.client_spin)));
+    vt::Child server(vt::spawn_fresh("shm child: pingpong", env("server", r.server_spin)));
+    vt::Child client(vt::spawn_fresh("shm child: pingpong", env("client", r.client_spin)));
     int cs = client.wait(100);
     int ss = server.wait(10);
     INFO("server " << vt::status_text(ss) << ", client " << vt::status_text(cs));
@@ -144,21 +144,21 @@ void run(const Run &r) {
 
 TEST_CASE("shm child: pingpong", "[.]") {
     if (!getenv("VT_FRESH")) return; // started by the cases below only
-    std::string role = st::env_str("VT_ROLE");
-    long rounds = st::env_long("VT_ROUNDS", 1000);
-    REQUIRE(vt::config_value("SPIN_US") == st::env_str("VIPL_SPIN_US"));
-    Stats s = pingpong(role == "server" ? 0 : 1, st::env_str("VT_DISC"), rounds,
-                       st::env_long("VT_CQ", 0) == 1, st::env_long("VT_CALLBACK", 0) == 1);
+    std::string role = vt::env_str("VT_ROLE");
+    long rounds = vt::env_long("VT_ROUNDS", 1000);
+    REQUIRE(vt::config_value("SPIN_US") == vt::env_str("VIPL_SPIN_US"));
+    Stats s = pingpong(role == "server" ? 0 : 1, vt::env_str("VT_DISC"), rounds,
+                       vt::env_long("VT_CQ", 0) == 1, vt::env_long("VT_CALLBACK", 0) == 1);
     printf("[measure] %s SPIN_US=%s%s%s: %ld round trips in %.0f ms (%.1f us each), longest wait "
            "%.2f ms, "
            "Sleeps %llu DoorbellsRung %llu SpinWins %llu\n",
-           role.c_str(), st::env_str("VIPL_SPIN_US").c_str(), st::env_long("VT_CQ", 0) ? " CQ" : "",
-           st::env_long("VT_CALLBACK", 0) ? " callback" : "", rounds, s.total_ms,
+           role.c_str(), vt::env_str("VIPL_SPIN_US").c_str(), vt::env_long("VT_CQ", 0) ? " CQ" : "",
+           vt::env_long("VT_CALLBACK", 0) ? " callback" : "", rounds, s.total_ms,
            s.total_ms * 1000 / rounds, s.max_wait_ms, (unsigned long long)s.c.Sleeps,
            (unsigned long long)s.c.DoorbellsRung, (unsigned long long)s.c.SpinWins);
     INFO(s.err);
     REQUIRE(s.err.empty());
-    if (st::env_long("VT_BOTH_SLEEP", 0)) {
+    if (vt::env_long("VT_BOTH_SLEEP", 0)) {
         // Neither side spins: nearly every wait must have slept and been rung awake.
         CHECK(s.c.Sleeps >= static_cast<uint64_t>(rounds / 2));
         CHECK(s.c.DoorbellsRung >= static_cast<uint64_t>(rounds / 2));

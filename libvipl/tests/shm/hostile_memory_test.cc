@@ -2,7 +2,7 @@
 // process of another user can neither open it (nor the region table beside it)
 // through /proc, read it with cross-memory attach, nor reach the abstract sockets the
 // connection was made over; what a peer is handed is sealed.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <cerrno>
 #include <cstring>
@@ -30,13 +30,13 @@ int connect_abstract(const std::string &name) {
 }
 
 std::string p2p_name(const std::string &disc) {
-    std::string s = st::socket_name(disc); // "@vipl-shm-cs:<hex>"
+    std::string s = vt::socket_name(disc); // "@vipl-shm-cs:<hex>"
     return "@vipl-shm-p2p:" + s.substr(s.find(':') + 1);
 }
 
 // Connects ep peer to peer (local disc `me`, remote `other`).
-bool peer_connect(st::Ep &ep, const std::string &me, const std::string &other) {
-    auto local = st::address(ep.nic, me), remote = st::address(ep.nic, other);
+bool peer_connect(vt::Ep &ep, const std::string &me, const std::string &other) {
+    auto local = vt::address(ep.nic, me), remote = vt::address(ep.nic, other);
     if (!ep.check(VipConnectPeerRequest(ep.vi, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
                                         reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), 10000),
                   "VipConnectPeerRequest"))
@@ -61,8 +61,8 @@ TEST_CASE("another user can open, read or reach nothing of a connection between 
     }
     std::string d1 = vt::unique_disc("a"), d2 = vt::unique_disc("b");
     // The other user's process exists before the connection, so it inherits nothing.
-    st::Channel nb;
-    pid_t nobody = st::spawn_checked([&] {
+    vt::Channel nb;
+    pid_t nobody = vt::spawn_checked([&] {
         nb.in_child();
         REQUIRE(setgroups(0, nullptr) == 0);
         REQUIRE(setgid(65534) == 0);
@@ -74,13 +74,13 @@ TEST_CASE("another user can open, read or reach nothing of a connection between 
         REQUIRE(nb.recv(&end, 5000));
         REQUIRE(nb.recv(&regions_fd, 5000));
         std::string map =
-            st::fmt("/proc/%d/map_files/%llx-%llx", static_cast<int>(parent),
+            vt::fmt("/proc/%d/map_files/%llx-%llx", static_cast<int>(parent),
                     static_cast<unsigned long long>(start), static_cast<unsigned long long>(end));
         for (std::string path :
              {map,
-              st::fmt("/proc/%d/fd/%d", static_cast<int>(parent), static_cast<int>(regions_fd)),
-              st::fmt("/proc/%d/mem", static_cast<int>(parent)),
-              st::fmt("/proc/%d/mem", static_cast<int>(peer))}) {
+              vt::fmt("/proc/%d/fd/%d", static_cast<int>(parent), static_cast<int>(regions_fd)),
+              vt::fmt("/proc/%d/mem", static_cast<int>(parent)),
+              vt::fmt("/proc/%d/mem", static_cast<int>(peer))}) {
             errno = 0;
             int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
             INFO(path << ": " << strerror(errno));
@@ -102,12 +102,12 @@ TEST_CASE("another user can open, read or reach nothing of a connection between 
         return 0;
     });
     nb.in_parent();
-    st::Child nobody_child(nobody);
+    vt::Child nobody_child(nobody);
 
-    st::Channel pc;
-    pid_t peer = st::spawn_checked([&] {
+    vt::Channel pc;
+    pid_t peer = vt::spawn_checked([&] {
         pc.in_child();
-        st::Ep ep;
+        vt::Ep ep;
         EP_REQUIRE(ep, ep.open(1 << 16));
         EP_REQUIRE(ep, peer_connect(ep, d2, d1));
         pc.send(1); // connected here too: its listening socket, if it had one, is gone
@@ -116,22 +116,22 @@ TEST_CASE("another user can open, read or reach nothing of a connection between 
         return 0;
     });
     pc.in_parent();
-    st::Child peer_child(peer);
-    st::Ep ep;
+    vt::Child peer_child(peer);
+    vt::Ep ep;
     EP_REQUIRE(ep, ep.open(1 << 16));
     EP_REQUIRE(ep, peer_connect(ep, d1, d2));
     uint64_t peer_up = 0;
     REQUIRE(pc.recv(&peer_up, 20000));
 
-    auto maps = st::maps_with("vipl-conn");
-    auto fds = st::fds_with("vipl-regions");
-    INFO(st::join(maps) << " / " << st::join(fds));
+    auto maps = vt::maps_with("vipl-conn");
+    auto fds = vt::fds_with("vipl-regions");
+    INFO(vt::join(maps) << " / " << vt::join(fds));
     REQUIRE(maps.size() == 1);
     REQUIRE(!fds.empty());
     unsigned long long start = 0, end = 0;
     REQUIRE(sscanf(maps[0].c_str(), "%llx-%llx", &start, &end) == 2);
     // What the other user tries does open for this one: the paths are the right ones.
-    std::string map = st::fmt("/proc/self/map_files/%llx-%llx", start, end);
+    std::string map = vt::fmt("/proc/self/map_files/%llx-%llx", start, end);
     int own = open(map.c_str(), O_RDONLY | O_CLOEXEC);
     CHECK(own >= 0);
     if (own >= 0) close(own);
@@ -144,25 +144,25 @@ TEST_CASE("another user can open, read or reach nothing of a connection between 
     uint64_t checked = 0;
     CHECK(nb.recv(&checked, 20000));
     int status = nobody_child.wait(20);
-    INFO("other user's process: " << st::status_text(status));
+    INFO("other user's process: " << vt::status_text(status));
     CHECK(status == 0);
 
     // The connection itself was never disturbed.
     CHECK(ep.state() == VIP_STATE_CONNECTED);
     pc.send(1);
     status = peer_child.wait(20);
-    INFO("peer process: " << st::status_text(status));
+    INFO("peer process: " << vt::status_text(status));
     CHECK(status == 0);
 }
 
 TEST_CASE("the memory a peer is handed is sealed: the region table cannot be mapped writable "
           "nor resized, the connection memory cannot be resized",
           "[shm][bad]") {
-    st::Channel pc;
+    vt::Channel pc;
     std::string d1 = vt::unique_disc("s"), d2 = vt::unique_disc("t");
-    pid_t peer = st::spawn_checked([&] {
+    pid_t peer = vt::spawn_checked([&] {
         pc.in_child();
-        st::Ep ep;
+        vt::Ep ep;
         EP_REQUIRE(ep, ep.open(1 << 16));
         EP_REQUIRE(ep, peer_connect(ep, d2, d1));
         uint64_t done;
@@ -170,14 +170,14 @@ TEST_CASE("the memory a peer is handed is sealed: the region table cannot be map
         return 0;
     });
     pc.in_parent();
-    st::Child peer_child(peer);
-    st::Ep ep;
+    vt::Child peer_child(peer);
+    vt::Ep ep;
     EP_REQUIRE(ep, ep.open(1 << 16));
     EP_REQUIRE(ep, peer_connect(ep, d1, d2));
 
     // The region table: what a peer gets is this descriptor (open for writing).
-    auto fds = st::fds_with("vipl-regions");
-    INFO(st::join(fds));
+    auto fds = vt::fds_with("vipl-regions");
+    INFO(vt::join(fds));
     REQUIRE(!fds.empty());
     int rfd = fd_number(fds[0]);
     int seals = fcntl(rfd, F_GET_SEALS);
@@ -196,11 +196,11 @@ TEST_CASE("the memory a peer is handed is sealed: the region table cannot be map
     CHECK(ftruncate(rfd, 0) != 0);
 
     // The connection memory, reopened as a peer holding it could.
-    auto maps = st::maps_with("vipl-conn");
+    auto maps = vt::maps_with("vipl-conn");
     REQUIRE(maps.size() == 1);
     unsigned long long start = 0, end = 0;
     REQUIRE(sscanf(maps[0].c_str(), "%llx-%llx", &start, &end) == 2);
-    int cfd = open(st::fmt("/proc/self/map_files/%llx-%llx", start, end).c_str(), O_RDWR);
+    int cfd = open(vt::fmt("/proc/self/map_files/%llx-%llx", start, end).c_str(), O_RDWR);
     REQUIRE(cfd >= 0);
     CHECK((fcntl(cfd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW)) ==
           (F_SEAL_SHRINK | F_SEAL_GROW));
@@ -211,6 +211,6 @@ TEST_CASE("the memory a peer is handed is sealed: the region table cannot be map
     CHECK(ep.state() == VIP_STATE_CONNECTED);
     pc.send(1);
     int status = peer_child.wait(20);
-    INFO("peer process: " << st::status_text(status));
+    INFO("peer process: " << vt::status_text(status));
     CHECK(status == 0);
 }

@@ -6,7 +6,7 @@
 // Each configuration runs in a fresh process (the library reads VIPL_* once
 // per address space); the two sides derive the same message schedule from a
 // seed, so each side knows what it must receive.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -128,7 +128,7 @@ public:
         buf_ =
             (static_cast<size_t>(f_.max_size) + 64 + 64 * (f_.max_segs + 2) + 4095) & ~size_t(4095);
         descs_ = (2 * f_.max_burst * dslot_ + 4095) & ~size_t(4095);
-        st::Opts o;
+        vt::Opts o;
         o.level = f_.level;
         pat_.resize(f_.max_size + 1);
         got_.resize(f_.max_size + 1);
@@ -221,7 +221,7 @@ private:
             }
             if (!ep_.post_send(d))
                 return context(
-                    st::fmt("posting message %d#%llu", dir, (unsigned long long)(send_index_ + k)));
+                    vt::fmt("posting message %d#%llu", dir, (unsigned long long)(send_index_ + k)));
             ++res_.sent;
             res_.bytes_sent += m.size;
             if (m.size > threshold_) ++res_.above_threshold;
@@ -231,12 +231,12 @@ private:
         for (int k = 0; k < n; ++k) {
             if (!ep_.wait_send(desc(k), 20000)) {
                 Msg m = make_msg(f_, dir, send_index_ + k);
-                return context(st::fmt("send of message %d#%llu (size %u, %zu segments)", dir,
+                return context(vt::fmt("send of message %d#%llu (size %u, %zu segments)", dir,
                                        (unsigned long long)(send_index_ + k), m.size,
                                        m.sseg.size()));
             }
             if ((desc(k)->CS.Status & VIP_STATUS_OP_MASK) != VIP_STATUS_OP_SEND)
-                return ep_.fail(st::fmt("send status 0x%x", desc(k)->CS.Status));
+                return ep_.fail(vt::fmt("send status 0x%x", desc(k)->CS.Status));
         }
         send_index_ += n;
         return true;
@@ -246,7 +246,7 @@ private:
         int dir = 1 - role_;
         for (size_t k = 0; k < pending_.size(); ++k) {
             const Msg &m = pending_[k];
-            std::string what = st::fmt("message %d#%llu (size %u, %zu+%zu segments, offsets %u/%u)",
+            std::string what = vt::fmt("message %d#%llu (size %u, %zu+%zu segments, offsets %u/%u)",
                                        dir, (unsigned long long)(recv_index_ + k), m.size,
                                        m.sseg.size(), m.rseg.size(), m.soff, m.roff);
             int slot = f_.max_burst + static_cast<int>(k);
@@ -254,11 +254,11 @@ private:
             if (!ep_.wait_recv(d, 20000)) return context("receiving " + what);
             uint32_t s = d->CS.Status;
             if ((s & VIP_STATUS_OP_MASK) != VIP_STATUS_OP_RECEIVE)
-                return ep_.fail(st::fmt("%s: status 0x%x", what.c_str(), s));
+                return ep_.fail(vt::fmt("%s: status 0x%x", what.c_str(), s));
             if (d->CS.Length != m.size)
-                return ep_.fail(st::fmt("%s: Length %u", what.c_str(), d->CS.Length));
+                return ep_.fail(vt::fmt("%s: Length %u", what.c_str(), d->CS.Length));
             if (m.has_imm && (!(s & VIP_STATUS_IMMEDIATE) || d->CS.ImmediateData != m.imm))
-                return ep_.fail(st::fmt("%s: immediate data 0x%x status 0x%x, sent 0x%x",
+                return ep_.fail(vt::fmt("%s: immediate data 0x%x status 0x%x, sent 0x%x",
                                         what.c_str(), d->CS.ImmediateData, s, m.imm));
             if (!m.has_imm && (s & VIP_STATUS_IMMEDIATE))
                 return ep_.fail(what + ": IMMEDIATE status without immediate data");
@@ -286,7 +286,7 @@ private:
             left -= take;
             if (!all_eq(p + take, m.rseg[i] - take + m.rgap[i], kCanary))
                 return ep_.fail(
-                    st::fmt("%s: written past the data in or after segment %zu", what.c_str(), i));
+                    vt::fmt("%s: written past the data in or after segment %zu", what.c_str(), i));
             p += m.rseg[i] + m.rgap[i];
         }
         if (!all_eq(p, 64, kCanary)) return ep_.fail(what + ": written after the last segment");
@@ -294,7 +294,7 @@ private:
         if (memcmp(pat_.data(), got_.data(), m.size) != 0) {
             size_t i = 0;
             while (pat_[i] == got_[i]) ++i;
-            return ep_.fail(st::fmt(
+            return ep_.fail(vt::fmt(
                 "%s: byte %zu is 0x%02x, sent 0x%02x (checksums %016llx/%016llx)", what.c_str(), i,
                 got_[i], pat_[i], (unsigned long long)vt::checksum(got_.data(), m.size),
                 (unsigned long long)vt::checksum(pat_.data(), m.size)));
@@ -308,23 +308,23 @@ private:
             if (!ok) ep_.fail("counters: " + what);
         };
         expect(c.SendsPosted == res_.sent,
-               st::fmt("SendsPosted %llu, posted %llu", (unsigned long long)c.SendsPosted,
+               vt::fmt("SendsPosted %llu, posted %llu", (unsigned long long)c.SendsPosted,
                        (unsigned long long)res_.sent));
         expect(c.BytesSent == res_.bytes_sent,
-               st::fmt("BytesSent %llu, sent %llu", (unsigned long long)c.BytesSent,
+               vt::fmt("BytesSent %llu, sent %llu", (unsigned long long)c.BytesSent,
                        (unsigned long long)res_.bytes_sent));
         expect(c.RecvsCompleted == res_.recvd,
-               st::fmt("RecvsCompleted %llu, received %llu", (unsigned long long)c.RecvsCompleted,
+               vt::fmt("RecvsCompleted %llu, received %llu", (unsigned long long)c.RecvsCompleted,
                        (unsigned long long)res_.recvd));
         expect(c.BytesReceived == res_.bytes_recvd,
-               st::fmt("BytesReceived %llu, received %llu", (unsigned long long)c.BytesReceived,
+               vt::fmt("BytesReceived %llu, received %llu", (unsigned long long)c.BytesReceived,
                        (unsigned long long)res_.bytes_recvd));
         expect(c.GetSends == res_.get_expected,
-               st::fmt("GetSends %llu; %llu sends were above COPY_THRESHOLD with every buffer "
+               vt::fmt("GetSends %llu; %llu sends were above COPY_THRESHOLD with every buffer "
                        "GET_ALIGN-aligned",
                        (unsigned long long)c.GetSends, (unsigned long long)res_.get_expected));
         expect(c.CopySends + c.PipelineSends + c.GetSends == res_.sent,
-               st::fmt("Copy %llu + Pipeline %llu + Get %llu != %llu sends",
+               vt::fmt("Copy %llu + Pipeline %llu + Get %llu != %llu sends",
                        (unsigned long long)c.CopySends, (unsigned long long)c.PipelineSends,
                        (unsigned long long)c.GetSends, (unsigned long long)res_.sent));
         if (!cma_ && res_.large)
@@ -333,7 +333,7 @@ private:
 
     Flow f_;
     int role_;
-    st::Ep ep_;
+    vt::Ep ep_;
     Result res_;
     bool cma_ = true;
     uint32_t threshold_ = 512, align_ = 1;
@@ -345,13 +345,13 @@ private:
 
 Flow flow_from_env() {
     Flow f;
-    f.seed = st::env_long("VT_FLOW_SEED", 1);
-    f.rounds = st::env_long("VT_FLOW_ROUNDS", 50);
-    f.max_burst = st::env_long("VT_FLOW_BURST", 4);
-    f.max_size = st::env_long("VT_FLOW_MAX", 4 << 20);
-    f.max_segs = st::env_long("VT_FLOW_SEGS", 1);
+    f.seed = vt::env_long("VT_FLOW_SEED", 1);
+    f.rounds = vt::env_long("VT_FLOW_ROUNDS", 50);
+    f.max_burst = vt::env_long("VT_FLOW_BURST", 4);
+    f.max_size = vt::env_long("VT_FLOW_MAX", 4 << 20);
+    f.max_segs = vt::env_long("VT_FLOW_SEGS", 1);
     f.level = static_cast<VIP_RELIABILITY_LEVEL>(
-        st::env_long("VT_FLOW_LEVEL", VIP_SERVICE_RELIABLE_DELIVERY));
+        vt::env_long("VT_FLOW_LEVEL", VIP_SERVICE_RELIABLE_DELIVERY));
     return f;
 }
 
@@ -386,8 +386,8 @@ TEST_CASE("shm child: integrity flow", "[.]") {
     if (!getenv("VT_FRESH")) return; // started by the cases below only
     require_config_from_env();
     Flow f = flow_from_env();
-    std::string disc = st::env_str("VT_DISC");
-    std::string mode = st::env_str("VT_FLOW_MODE");
+    std::string disc = vt::env_str("VT_DISC");
+    std::string mode = vt::env_str("VT_FLOW_MODE");
     Result server, client;
     if (mode == "procs") {
         int pid = vt::spawn_child([&] {
@@ -395,7 +395,7 @@ TEST_CASE("shm child: integrity flow", "[.]") {
             if (!r.err.empty()) fprintf(stderr, "client process: %s\n", r.err.c_str());
             return r.err.empty() ? 0 : 1;
         });
-        st::Child child(pid);
+        vt::Child child(pid);
         server = Side(f, 0).run(disc);
         int status = child.wait(90);
         INFO("server: " << server.err);
@@ -512,9 +512,9 @@ TEST_CASE("shm child: imitated record", "[.]") {
         vt::set_desc(ma.desc(0), ma.base + 65536, len, ma.mh);
         REQUIRE(VipPostSend(p.a, ma.desc(0), ma.mh) == VIP_SUCCESS);
         VIP_DESCRIPTOR *d = nullptr;
-        double end = st::now_ms() + 5000;
+        double end = vt::now_ms() + 5000;
         VIP_RETURN rc;
-        while ((rc = VipRecvDone(p.b, &d)) == VIP_NOT_DONE && st::now_ms() < end)
+        while ((rc = VipRecvDone(p.b, &d)) == VIP_NOT_DONE && vt::now_ms() < end)
             VipSendDone(p.a, &d);
         INFO("message " << sent << " of " << len << " bytes");
         REQUIRE(rc == VIP_SUCCESS);

@@ -5,7 +5,7 @@
 //
 // The surviving process is a fresh program so that it inherits no mapping of
 // the test runner.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <cstring>
 #include <sys/wait.h>
@@ -16,19 +16,19 @@ namespace {
 constexpr size_t kBuf = 1 << 20;
 constexpr size_t kRegion = (64 << 10) + 4 * kBuf;
 
-uint8_t *rbuf(st::Ep &ep, int i) {
+uint8_t *rbuf(vt::Ep &ep, int i) {
     return ep.mem + (64 << 10) + i * kBuf;
 }
-uint8_t *sbuf(st::Ep &ep) {
+uint8_t *sbuf(vt::Ep &ep) {
     return ep.mem + (64 << 10) + 2 * kBuf;
 }
-uint8_t *window(st::Ep &ep) {
+uint8_t *window(vt::Ep &ep) {
     return ep.mem + (64 << 10) + 3 * kBuf;
 }
 
 // Opens the endpoint with its receives posted before it connects.
-bool prepare(st::Ep &ep) {
-    st::Opts o;
+bool prepare(vt::Ep &ep) {
+    vt::Opts o;
     o.rdma_write = o.rdma_read = true;
     if (!ep.open(kRegion, o)) return false;
     for (int i = 0; i < 2; ++i) {
@@ -40,7 +40,7 @@ bool prepare(st::Ep &ep) {
 
 // Messages of both paths each way, then an RDMA write and an RDMA read.
 // Returns "" or what went wrong.
-std::string transfer(st::Ep &ep, int role) {
+std::string transfer(vt::Ep &ep, int role) {
     // Server first sends its window address, the client answers with its own.
     uint64_t peer[2] = {0, 0};
     uint32_t sizes[] = {16, 100, 600, 100000, static_cast<uint32_t>(kBuf)};
@@ -59,11 +59,11 @@ std::string transfer(st::Ep &ep, int role) {
         } else {
             if (!ep.wait_recv(ep.desc(slot))) return ep.err;
             if (ep.desc(slot)->CS.Length != len)
-                return st::fmt("step %d: %u bytes", step, ep.desc(slot)->CS.Length);
+                return vt::fmt("step %d: %u bytes", step, ep.desc(slot)->CS.Length);
             if (step < 2)
                 memcpy(peer, rbuf(ep, slot), 16);
             else if (!vt::check_pattern(rbuf(ep, slot), len, step))
-                return st::fmt("step %d: data differs", step);
+                return vt::fmt("step %d: data differs", step);
             vt::set_desc(ep.desc(slot), rbuf(ep, slot), kBuf, ep.mh);
             if (!ep.post_recv(ep.desc(slot))) return ep.err;
         }
@@ -81,16 +81,16 @@ std::string transfer(st::Ep &ep, int role) {
 // What a process must not hold once it closed everything.
 std::vector<std::string> leftovers() {
     std::vector<std::string> out;
-    for (auto &m : st::maps_with("memfd:vipl")) out.push_back("mapping: " + m);
-    for (auto &f : st::fds_with("memfd:vipl")) out.push_back("descriptor: " + f);
+    for (auto &m : vt::maps_with("memfd:vipl")) out.push_back("mapping: " + m);
+    for (auto &f : vt::fds_with("memfd:vipl")) out.push_back("descriptor: " + f);
     return out;
 }
 
 // The client: transfers, then either closes everything and checks itself, or
 // waits to be killed.
-int client(st::Channel &ch, const std::string &disc, bool killed) {
+int client(vt::Channel &ch, const std::string &disc, bool killed) {
     ch.in_child();
-    st::Ep ep;
+    vt::Ep ep;
     if (!prepare(ep) || !ep.connect(disc)) {
         fprintf(stderr, "client: %s\n", ep.err.c_str());
         return 1;
@@ -112,7 +112,7 @@ int client(st::Channel &ch, const std::string &disc, bool killed) {
     std::vector<std::string> left = leftovers();
     if (!left.empty()) {
         fprintf(stderr, "client after closing everything still holds:\n%s\n",
-                st::join(left).c_str());
+                vt::join(left).c_str());
         return 6;
     }
     return 0;
@@ -122,7 +122,7 @@ int client(st::Channel &ch, const std::string &disc, bool killed) {
 // as ours when named after libvipl or one of our processes.
 std::vector<std::string> ours_in_dev_shm(const std::set<std::string> &before, pid_t peer) {
     std::vector<std::string> out;
-    for (const std::string &e : st::dir_entries("/dev/shm")) {
+    for (const std::string &e : vt::dir_entries("/dev/shm")) {
         if (before.count(e)) continue;
         if (e.find("vipl") != std::string::npos ||
             e.find(std::to_string(getpid())) != std::string::npos ||
@@ -134,12 +134,12 @@ std::vector<std::string> ours_in_dev_shm(const std::set<std::string> &before, pi
 
 void serve_one(const std::string &disc, bool kill_client, const std::set<std::string> &shm_before,
                const std::set<std::string> &inherited) {
-    st::Channel ch;
-    st::Child peer(vt::spawn_child([&] { return client(ch, disc, kill_client); }));
+    vt::Channel ch;
+    vt::Child peer(vt::spawn_child([&] { return client(ch, disc, kill_client); }));
     pid_t peer_pid = peer.pid;
     ch.in_parent();
     {
-        st::Ep ep;
+        vt::Ep ep;
         EP_REQUIRE(ep, prepare(ep));
         EP_REQUIRE(ep, ep.accept(disc));
         std::string err = transfer(ep, 0);
@@ -149,15 +149,15 @@ void serve_one(const std::string &disc, bool kill_client, const std::set<std::st
         REQUIRE(ch.recv(&ready, 10000));
 
         // While connected: the objects exist (or the checks below would prove nothing)...
-        INFO("mappings:\n" << st::join(st::maps_with("vipl")));
-        REQUIRE_FALSE(st::maps_with("memfd:vipl-conn").empty());
-        REQUIRE_FALSE(st::unix_sockets_with(st::socket_name(disc)).empty());
+        INFO("mappings:\n" << vt::join(vt::maps_with("vipl")));
+        REQUIRE_FALSE(vt::maps_with("memfd:vipl-conn").empty());
+        REQUIRE_FALSE(vt::unix_sockets_with(vt::socket_name(disc)).empty());
         // ...and none of them is a file anywhere.
         std::vector<std::string> named;
-        for (auto &o : st::linked_shared_objects())
+        for (auto &o : vt::linked_shared_objects())
             if (!inherited.count(o)) named.push_back(o);
-        CHECK(st::join(named) == "(none)");
-        CHECK(st::join(ours_in_dev_shm(shm_before, peer.pid)) == "(none)");
+        CHECK(vt::join(named) == "(none)");
+        CHECK(vt::join(ours_in_dev_shm(shm_before, peer.pid)) == "(none)");
 
         if (kill_client) {
             peer.kill_now();
@@ -170,8 +170,8 @@ void serve_one(const std::string &disc, bool kill_client, const std::set<std::st
             CHECK(s == 0);
         }
         // The peer is gone: our VI leaves the Connected state.
-        double end = st::now_ms() + 2000;
-        while (ep.state() == VIP_STATE_CONNECTED && st::now_ms() < end) {
+        double end = vt::now_ms() + 2000;
+        while (ep.state() == VIP_STATE_CONNECTED && vt::now_ms() < end) {
             VIP_DESCRIPTOR *d;
             VipRecvWait(ep.vi, 50, &d);
         }
@@ -185,36 +185,36 @@ void serve_one(const std::string &disc, bool kill_client, const std::set<std::st
         REQUIRE(VipDestroyVi(ep.vi) == VIP_SUCCESS);
         ep.vi = nullptr;
         // The connection's memory goes with its VI, before the NIC is closed.
-        CHECK(st::join(st::maps_with("memfd:vipl-conn")) == "(none)");
-        CHECK(st::join(st::fds_with("memfd:vipl-conn")) == "(none)");
+        CHECK(vt::join(vt::maps_with("memfd:vipl-conn")) == "(none)");
+        CHECK(vt::join(vt::fds_with("memfd:vipl-conn")) == "(none)");
         ep.close();
     }
     std::vector<std::string> left = leftovers();
-    INFO("still held after disconnect, destroy and close:\n" << st::join(left));
+    INFO("still held after disconnect, destroy and close:\n" << vt::join(left));
     CHECK(left.empty());
-    CHECK(st::join(st::unix_sockets_with(st::socket_name(disc))) == "(none)");
-    CHECK(st::join(ours_in_dev_shm(shm_before, peer_pid)) == "(none)");
+    CHECK(vt::join(vt::unix_sockets_with(vt::socket_name(disc))) == "(none)");
+    CHECK(vt::join(ours_in_dev_shm(shm_before, peer_pid)) == "(none)");
 }
 
 } // namespace
 
 TEST_CASE("shm child: leak survivor", "[.]") {
     if (!getenv("VT_FRESH")) return; // started by the case below only
-    std::set<std::string> shm_before = st::dir_entries("/dev/shm");
+    std::set<std::string> shm_before = vt::dir_entries("/dev/shm");
     REQUIRE(leftovers().empty());
     // Whatever the process inherited (a test driver's log file...) is not ours.
-    std::vector<std::string> before = st::linked_shared_objects();
+    std::vector<std::string> before = vt::linked_shared_objects();
     std::set<std::string> inherited(before.begin(), before.end());
     SECTION("the client exits normally") {
-        serve_one(st::env_str("VT_DISC") + "n", false, shm_before, inherited);
+        serve_one(vt::env_str("VT_DISC") + "n", false, shm_before, inherited);
     }
     SECTION("the client is killed") {
-        serve_one(st::env_str("VT_DISC") + "k", true, shm_before, inherited);
+        serve_one(vt::env_str("VT_DISC") + "k", true, shm_before, inherited);
     }
 }
 
 TEST_CASE("no shared-memory object outlives the processes", "[shm][leak]") {
-    std::set<std::string> shm_before = st::dir_entries("/dev/shm");
+    std::set<std::string> shm_before = vt::dir_entries("/dev/shm");
     std::string disc = vt::unique_disc("l");
     int status = vt::run_fresh("shm child: leak survivor", {"VT_FRESH=1", "VT_DISC=" + disc}, 60);
     INFO("survivor " << vt::status_text(status));
@@ -222,11 +222,11 @@ TEST_CASE("no shared-memory object outlives the processes", "[shm][leak]") {
     // Both processes are gone: nothing of either connection is left on the system.
     for (const char *tag : {"n", "k"}) {
         INFO("sockets of " << disc + tag);
-        CHECK(st::join(st::unix_sockets_with(st::socket_name(disc + tag))) == "(none)");
+        CHECK(vt::join(vt::unix_sockets_with(vt::socket_name(disc + tag))) == "(none)");
     }
     std::vector<std::string> added;
-    for (auto &e : st::dir_entries("/dev/shm"))
+    for (auto &e : vt::dir_entries("/dev/shm"))
         if (!shm_before.count(e) && e.find("vipl") != std::string::npos) added.push_back(e);
-    INFO("new in /dev/shm: " << st::join(added));
+    INFO("new in /dev/shm: " << vt::join(added));
     CHECK(added.empty());
 }

@@ -6,7 +6,7 @@
 // The survivor runs in a forked child so that the notification thread an
 // error callback starts does not stay in the test runner; the victim is the
 // survivor's own child, forked before the survivor opens anything.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <atomic>
 #include <cstring>
@@ -35,7 +35,7 @@ struct ErrLog {
 };
 
 void on_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e) {
-    double t = st::now_ms();
+    double t = vt::now_ms();
     auto *log = static_cast<ErrLog *>(ctx);
     if (log->count.fetch_add(1) == 0) {
         log->first_ms = t;
@@ -45,9 +45,9 @@ void on_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *e) {
 }
 
 // Receives a stream until killed, after sending kEarly messages.
-int victim(st::Channel &ch, const std::string &disc, bool fork_bystander) {
+int victim(vt::Channel &ch, const std::string &disc, bool fork_bystander) {
     ch.in_child();
-    st::Ep ep;
+    vt::Ep ep;
     if (!ep.open(kRecvBuf + kBig + kEarly * 256)) return 10;
     uint8_t *big = ep.mem + kRecvBuf, *small = big + kBig;
     for (int i = 0; i < kVictimRecvs; ++i) {
@@ -67,7 +67,7 @@ int victim(st::Channel &ch, const std::string &disc, bool fork_bystander) {
         if (pipe(p) != 0) return 14;
         pid_t w = fork();
         if (w == 0) {
-            uint64_t inherited = st::maps_with("vipl-conn").size();
+            uint64_t inherited = vt::maps_with("vipl-conn").size();
             if (write(p[1], &inherited, sizeof inherited) != sizeof inherited) _exit(1);
             sleep(3);
             _exit(0);
@@ -80,8 +80,8 @@ int victim(st::Channel &ch, const std::string &disc, bool fork_bystander) {
     ch.send(1);
     // Receive the burst up to its first 4 MiB message, then stall there: the
     // rest of the burst stays outstanding at the survivor, whatever the timing.
-    double end = st::now_ms() + 20000;
-    while (st::now_ms() < end) {
+    double end = vt::now_ms() + 20000;
+    while (vt::now_ms() < end) {
         VIP_DESCRIPTOR *d;
         VIP_RETURN rc = VipRecvWait(ep.vi, 100, &d);
         if (rc == VIP_SUCCESS && d->CS.Length == kBig) break;
@@ -103,15 +103,15 @@ struct Joiner {
 };
 
 // The survivor: connects, posts a burst, kills the victim, measures.
-int survivor(Watch w, st::Channel &report) {
+int survivor(Watch w, vt::Channel &report) {
     report.in_child();
-    st::Channel ch;
+    vt::Channel ch;
     std::string disc = vt::unique_disc("k");
     pid_t pid = vt::spawn_child([&] { return victim(ch, disc, false); });
     ch.in_parent();
-    st::Child victim_proc(pid);
+    vt::Child victim_proc(pid);
 
-    st::Ep ep;
+    vt::Ep ep;
     REQUIRE(ep.open(kBigBuf + kBig));
     ErrLog log;
     log.vi = ep.vi;
@@ -148,11 +148,11 @@ int survivor(Watch w, st::Channel &report) {
             }
             blocked = true;
             last_rc = VipRecvWait(ep.vi, 5000, &last_desc);
-            returned_ms = st::now_ms();
+            returned_ms = vt::now_ms();
         });
-        double end = st::now_ms() + 5000;
-        while (!blocked && st::now_ms() < end) st::sleep_ms(0.2);
-        st::sleep_ms(20); // long enough to be asleep in the kernel
+        double end = vt::now_ms() + 5000;
+        while (!blocked && vt::now_ms() < end) vt::sleep_ms(0.2);
+        vt::sleep_ms(20); // long enough to be asleep in the kernel
     }
 
     uint8_t *small = ep.mem + kSmallBuf, *big = ep.mem + kBigBuf;
@@ -167,14 +167,14 @@ int survivor(Watch w, st::Channel &report) {
         REQUIRE(VipPostSend(ep.vi, d, ep.mh) == VIP_SUCCESS);
     }
 
-    double killed_ms = st::now_ms();
+    double killed_ms = vt::now_ms();
     kill(pid, SIGKILL);
     double seen_ms = -1;
     switch (w) {
     case Watch::callback: {
         // No VIPL call here: the library alone must notice.
         double end = killed_ms + 2000;
-        while (log.count == 0 && st::now_ms() < end) st::sleep_ms(0.1);
+        while (log.count == 0 && vt::now_ms() < end) vt::sleep_ms(0.1);
         REQUIRE(log.count > 0);
         seen_ms = log.first_ms;
         break;
@@ -191,7 +191,7 @@ int survivor(Watch w, st::Channel &report) {
     case Watch::done_loop: {
         double end = killed_ms + 2000;
         int k = 0;
-        while (st::now_ms() < end) {
+        while (vt::now_ms() < end) {
             VIP_DESCRIPTOR *d = nullptr;
             VIP_RETURN rc = VipRecvDone(ep.vi, &d);
             if (rc == VIP_NOT_DONE) continue;
@@ -200,7 +200,7 @@ int survivor(Watch w, st::Channel &report) {
                 ++k;
                 continue;
             }
-            seen_ms = st::now_ms();
+            seen_ms = vt::now_ms();
             CHECK(rc == VIP_DESCRIPTOR_ERROR);
             CHECK(d == ep.desc(kEarly));
             break;
@@ -253,7 +253,7 @@ int survivor(Watch w, st::Channel &report) {
     }
     CHECK(VipRecvDone(ep.vi, &d) == VIP_NOT_DONE);
     if (w == Watch::callback) {
-        st::sleep_ms(50);
+        vt::sleep_ms(50);
         CHECK(log.count == 1);
         CHECK(log.code == VIP_ERROR_CONN_LOST);
         CHECK_FALSE(log.foreign);
@@ -263,8 +263,8 @@ int survivor(Watch w, st::Channel &report) {
 
 void run(Watch w, const char *what) {
     for (int rep = 0; rep < 3; ++rep) {
-        st::Channel report;
-        int status = st::run_checked([&] { return survivor(w, report); }, 30);
+        vt::Channel report;
+        int status = vt::run_checked([&] { return survivor(w, report); }, 30);
         report.in_parent();
         uint64_t us = 0;
         bool got = report.recv(&us, 0);
@@ -292,16 +292,16 @@ TEST_CASE("peer death: a VipRecvDone loop sees the error within 100 ms", "[shm][
 TEST_CASE("peer death: a child forked by the dead peer does not hide its death", "[shm][death]") {
     // fork() passes no VIPL resource to the child; the connection must end with
     // the process that owned it even if a child it forked lives on.
-    st::Channel report;
-    int status = st::run_checked(
+    vt::Channel report;
+    int status = vt::run_checked(
         [&] {
             report.in_child();
-            st::Channel ch;
+            vt::Channel ch;
             std::string disc = vt::unique_disc("b");
             pid_t pid = vt::spawn_child([&] { return victim(ch, disc, true); });
             ch.in_parent();
-            st::Child victim_proc(pid);
-            st::Ep ep;
+            vt::Child victim_proc(pid);
+            vt::Ep ep;
             REQUIRE(ep.open(kBigBuf));
             ErrLog log;
             log.vi = ep.vi;
@@ -315,11 +315,11 @@ TEST_CASE("peer death: a child forked by the dead peer does not hide its death",
             REQUIRE(ch.recv(&inherited, 10000));
             REQUIRE(ch.recv(&bystander, 10000));
             REQUIRE(ch.recv(&ready, 10000));
-            double killed_ms = st::now_ms();
+            double killed_ms = vt::now_ms();
             kill(pid, SIGKILL);
             victim_proc.wait(5);
             double end = killed_ms + 1000;
-            while (log.count == 0 && st::now_ms() < end) st::sleep_ms(0.1);
+            while (log.count == 0 && vt::now_ms() < end) vt::sleep_ms(0.1);
             kill(static_cast<pid_t>(bystander), SIGKILL);
             report.send(log.count ? static_cast<uint64_t>((log.first_ms - killed_ms) * 1000)
                                   : ~0ull);

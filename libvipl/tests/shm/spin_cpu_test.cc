@@ -1,6 +1,6 @@
 // VipViSpinBudget on shm, where the two ends exchange the CPUs they wait on: no spin
 // when the peer last waited on the caller's CPU, and no yields once its CPU is known.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <sched.h>
 #include <unistd.h>

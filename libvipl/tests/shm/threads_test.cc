@@ -2,7 +2,7 @@
 // thread once a program registers an error callback or a Notify handler.
 // Counted in a forked child (one thread at start), against an echo server in
 // another process so that no test thread is needed to connect.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <atomic>
 #include <cstring>
@@ -20,10 +20,10 @@ constexpr int kEchoRecvs = 16;
 constexpr int kMaxConn = 3;
 
 int echo_server(const std::string &disc) {
-    st::Ep ep;
+    vt::Ep ep;
     const size_t per_vi = kEchoRecvs * kMsg;
     if (!ep.open(64 * 1024 + kMaxConn * per_vi)) return 1;
-    std::vector<uint8_t> local = st::address(ep.nic, disc);
+    std::vector<uint8_t> local = vt::address(ep.nic, disc);
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 128);
     VIP_VI_ATTRIBUTES attrs;
     if (VipQueryVi(ep.vi, nullptr, &attrs, nullptr, nullptr) != VIP_SUCCESS) return 2;
@@ -38,8 +38,8 @@ int echo_server(const std::string &disc) {
         }
     };
     prepare(spare, 0);
-    double end = st::now_ms() + 30000;
-    while (st::now_ms() < end) {
+    double end = vt::now_ms() + 30000;
+    while (vt::now_ms() < end) {
         if (spare) {
             VIP_VI_ATTRIBUTES ra;
             VIP_CONN_HANDLE conn;
@@ -105,10 +105,10 @@ void on_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR *) {
 }
 
 struct Client {
-    st::Ep ep;
+    vt::Ep ep;
     uint32_t seed = 1;
     void open(bool cqs) {
-        st::Opts o;
+        vt::Opts o;
         o.send_cq = o.recv_cq = cqs;
         EP_REQUIRE(ep, ep.open(64 * 1024 + 8 * kMsg, o));
         for (int i = 0; i < 4; ++i) {
@@ -143,12 +143,12 @@ struct Client {
     void round_trip_polled(uint32_t len) {
         post_message(len);
         VIP_DESCRIPTOR *d = nullptr;
-        double end = st::now_ms() + 5000;
+        double end = vt::now_ms() + 5000;
         VIP_RETURN rc;
-        while ((rc = VipSendDone(ep.vi, &d)) == VIP_NOT_DONE && st::now_ms() < end) {
+        while ((rc = VipSendDone(ep.vi, &d)) == VIP_NOT_DONE && vt::now_ms() < end) {
         }
         REQUIRE(rc == VIP_SUCCESS);
-        while ((rc = VipRecvDone(ep.vi, &d)) == VIP_NOT_DONE && st::now_ms() < end) {
+        while ((rc = VipRecvDone(ep.vi, &d)) == VIP_NOT_DONE && vt::now_ms() < end) {
         }
         REQUIRE(rc == VIP_SUCCESS);
         check_echo(d, len);
@@ -171,10 +171,10 @@ struct Client {
 
 template <class F>
 bool eventually(F f, int ms = 5000) {
-    double end = st::now_ms() + ms;
+    double end = vt::now_ms() + ms;
     while (!f()) {
-        if (st::now_ms() > end) return false;
-        st::sleep_ms(0.2);
+        if (vt::now_ms() > end) return false;
+        vt::sleep_ms(0.2);
     }
     return true;
 }
@@ -183,7 +183,7 @@ enum class First { error_callback, recv_notify, cq_notify };
 
 int count_threads(First first) {
     std::string disc = vt::unique_disc("n");
-    st::Child server(vt::spawn_child([&] { return echo_server(disc); }));
+    vt::Child server(vt::spawn_child([&] { return echo_server(disc); }));
     const int base = vt::thread_count();
     REQUIRE(base == 1);
 
@@ -289,7 +289,7 @@ int count_threads(First first) {
 }
 
 void run(First first) {
-    int status = st::run_checked([&] { return count_threads(first); }, 60);
+    int status = vt::run_checked([&] { return count_threads(first); }, 60);
     INFO("child " << vt::status_text(status));
     REQUIRE(status == 0);
 }

@@ -1,7 +1,7 @@
 // Wait descriptors across processes: after Done returned VIP_NOT_DONE, the
 // fd of a VI (or of a CQ) is not readable until a message sent by another
 // process completes a receive, and then it is, without any other VIPL call.
-#include "shm_util.h"
+#include "procs.h"
 
 #include <cstring>
 #include <sys/epoll.h>
@@ -13,9 +13,9 @@ constexpr uint32_t kLen = 2000; // above COPY_THRESHOLD: the receiver reads it i
 constexpr int kRounds = 20;
 
 // The sender: one VI per discriminator; sends on command.
-int sender(st::Channel &ch, const std::string &d1, const std::string &d2) {
+int sender(vt::Channel &ch, const std::string &d1, const std::string &d2) {
     ch.in_child();
-    st::Ep e1, e2;
+    vt::Ep e1, e2;
     if (!e1.open(65536) || !e2.open(65536) || !e1.connect(d1) || !e2.connect(d2)) {
         fprintf(stderr, "sender: %s%s\n", e1.err.c_str(), e2.err.c_str());
         return 1;
@@ -24,7 +24,7 @@ int sender(st::Channel &ch, const std::string &d1, const std::string &d2) {
         uint64_t cmd;
         if (!ch.recv(&cmd, 20000)) return 2;
         if (cmd == 0) return 0;
-        st::Ep &ep = (cmd >> 32) == 1 ? e1 : e2;
+        vt::Ep &ep = (cmd >> 32) == 1 ? e1 : e2;
         uint32_t seq = static_cast<uint32_t>(cmd);
         vt::fill_pattern(ep.mem + 4096, kLen, seq);
         vt::set_desc(ep.desc(0), ep.mem + 4096, kLen, ep.mh, VIP_CONTROL_IMMEDIATE, seq);
@@ -54,7 +54,7 @@ struct Epoll {
     ~Epoll() { close(fd); }
 };
 
-void post(st::Ep &ep, int i) {
+void post(vt::Ep &ep, int i) {
     vt::set_desc(ep.desc(i), ep.mem + 4096 + i * 4096, 4096, ep.mh);
     EP_REQUIRE(ep, ep.post_recv(ep.desc(i)));
 }
@@ -63,10 +63,10 @@ void post(st::Ep &ep, int i) {
 // would; returns that code and counts the wake-ups that found nothing.
 template <class F>
 VIP_RETURN wake_until(int epfd, F done, int *spurious, int timeout_ms = 5000) {
-    double end = st::now_ms() + timeout_ms;
+    double end = vt::now_ms() + timeout_ms;
     VIP_RETURN rc = VIP_NOT_DONE;
-    while (st::now_ms() < end) {
-        if (readable(epfd, static_cast<int>(end - st::now_ms()) + 1) != 1) continue;
+    while (vt::now_ms() < end) {
+        if (readable(epfd, static_cast<int>(end - vt::now_ms()) + 1) != 1) continue;
         rc = done();
         if (rc != VIP_NOT_DONE) break;
         ++*spurious;
@@ -74,7 +74,7 @@ VIP_RETURN wake_until(int epfd, F done, int *spurious, int timeout_ms = 5000) {
     return rc;
 }
 
-void check_message(st::Ep &ep, VIP_DESCRIPTOR *d, uint32_t seq) {
+void check_message(vt::Ep &ep, VIP_DESCRIPTOR *d, uint32_t seq) {
     REQUIRE(d);
     CHECK(d->CS.Length == kLen);
     CHECK(d->CS.ImmediateData == seq);
@@ -86,12 +86,12 @@ void check_message(st::Ep &ep, VIP_DESCRIPTOR *d, uint32_t seq) {
 
 TEST_CASE("wait fds: epoll wakes for a message from another process", "[shm][waitfd]") {
     std::string d1 = vt::unique_disc("w"), d2 = vt::unique_disc("x");
-    st::Channel ch;
-    st::Child child(vt::spawn_child([&] { return sender(ch, d1, d2); }));
+    vt::Channel ch;
+    vt::Child child(vt::spawn_child([&] { return sender(ch, d1, d2); }));
     ch.in_parent();
 
-    st::Ep vi_side, cq_side;
-    st::Opts with_cq;
+    vt::Ep vi_side, cq_side;
+    vt::Opts with_cq;
     with_cq.recv_cq = true;
     EP_REQUIRE(vi_side, vi_side.open(65536));
     EP_REQUIRE(cq_side, cq_side.open(65536, with_cq));
@@ -114,25 +114,25 @@ TEST_CASE("wait fds: epoll wakes for a message from another process", "[shm][wai
             REQUIRE(VipRecvDone(vi_side.vi, &d) == VIP_NOT_DONE);
             CHECK(readable(ep.fd, 0) == 0);
             CHECK(readable(ep.fd, 20) == 0);
-            double t0 = st::now_ms();
+            double t0 = vt::now_ms();
             REQUIRE(ch.send((uint64_t(1) << 32) | seq));
             REQUIRE(wake_until(
                         ep.fd, [&] { return VipRecvDone(vi_side.vi, &d); }, &spurious) ==
                     VIP_SUCCESS);
-            worst = std::max(worst, st::now_ms() - t0);
+            worst = std::max(worst, vt::now_ms() - t0);
             check_message(vi_side, d, seq);
         }
         // Leaving the Connected state makes it readable too.
         VIP_DESCRIPTOR *d = nullptr;
         REQUIRE(VipRecvDone(vi_side.vi, &d) == VIP_NOT_DONE);
         CHECK(readable(ep.fd, 0) == 0);
-        double t0 = st::now_ms();
+        double t0 = vt::now_ms();
         child.kill_now();
         int after_death = 0;
         CHECK(wake_until(
                   ep.fd, [&] { return VipRecvDone(vi_side.vi, &d); }, &after_death, 2000) ==
               VIP_DESCRIPTOR_ERROR);
-        double took = st::now_ms() - t0;
+        double took = vt::now_ms() - t0;
         printf("[measure] wait fd: peer death seen %.2f ms after SIGKILL (%d empty wake-ups)\n",
                took, after_death);
         CHECK(took < 100);
@@ -149,12 +149,12 @@ TEST_CASE("wait fds: epoll wakes for a message from another process", "[shm][wai
             REQUIRE(VipCQDone(cq_side.rcq, &vi, &recv) == VIP_NOT_DONE);
             CHECK(readable(ep.fd, 0) == 0);
             CHECK(readable(ep.fd, 20) == 0);
-            double t0 = st::now_ms();
+            double t0 = vt::now_ms();
             REQUIRE(ch.send((uint64_t(2) << 32) | seq));
             REQUIRE(wake_until(
                         ep.fd, [&] { return VipCQDone(cq_side.rcq, &vi, &recv); }, &spurious) ==
                     VIP_SUCCESS);
-            worst = std::max(worst, st::now_ms() - t0);
+            worst = std::max(worst, vt::now_ms() - t0);
             CHECK(vi == cq_side.vi);
             CHECK(recv == VIP_TRUE);
             VIP_DESCRIPTOR *d = nullptr;

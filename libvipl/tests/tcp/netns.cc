@@ -250,17 +250,17 @@ void NetnsPair::remove_stale() {
     for (const std::string &name : stale) run_command({"ip", "netns", "del", name});
 }
 
-// --------------------------------------------------------------- Channel
+// --------------------------------------------------------------- LineChannel
 
-Channel::~Channel() {
+LineChannel::~LineChannel() {
     if (fd_ >= 0) close(fd_);
 }
 
-Channel::Channel(Channel &&o) noexcept : fd_(o.fd_), buf_(std::move(o.buf_)) {
+LineChannel::LineChannel(LineChannel &&o) noexcept : fd_(o.fd_), buf_(std::move(o.buf_)) {
     o.fd_ = -1;
 }
 
-Channel &Channel::operator=(Channel &&o) noexcept {
+LineChannel &LineChannel::operator=(LineChannel &&o) noexcept {
     if (this != &o) {
         if (fd_ >= 0) close(fd_);
         fd_ = o.fd_;
@@ -270,7 +270,7 @@ Channel &Channel::operator=(Channel &&o) noexcept {
     return *this;
 }
 
-void Channel::say(const std::string &line) {
+void LineChannel::say(const std::string &line) {
     std::string s = line + "\n";
     size_t done = 0;
     while (done < s.size()) {
@@ -281,7 +281,7 @@ void Channel::say(const std::string &line) {
     }
 }
 
-std::optional<std::string> Channel::hear(int timeout_ms) {
+std::optional<std::string> LineChannel::hear(int timeout_ms) {
     uint64_t deadline = mono_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
     for (;;) {
         size_t nl = buf_.find('\n');
@@ -302,8 +302,8 @@ std::optional<std::string> Channel::hear(int timeout_ms) {
     }
 }
 
-Channel &side_channel() {
-    static Channel ch(kSideFd);
+LineChannel &side_channel() {
+    static LineChannel ch(kSideFd);
     return ch;
 }
 

@@ -87,15 +87,15 @@ private:
 // Lines of text both ways over one stream socket between the test and a
 // side (a socket, not pipes: writing to a side that died must not raise
 // SIGPIPE in the test).
-class Channel {
+class LineChannel {
 public:
-    Channel() = default;
-    explicit Channel(int fd) : fd_(fd) {}
-    ~Channel();
-    Channel(Channel &&o) noexcept;
-    Channel &operator=(Channel &&o) noexcept;
-    Channel(const Channel &) = delete;
-    Channel &operator=(const Channel &) = delete;
+    LineChannel() = default;
+    explicit LineChannel(int fd) : fd_(fd) {}
+    ~LineChannel();
+    LineChannel(LineChannel &&o) noexcept;
+    LineChannel &operator=(LineChannel &&o) noexcept;
+    LineChannel(const LineChannel &) = delete;
+    LineChannel &operator=(const LineChannel &) = delete;
 
     void say(const std::string &line);
     // The next line (without its newline); nullopt on timeout or end of file.
@@ -135,10 +135,10 @@ public:
 private:
     int pid_ = -1;
     std::string label_;
-    Channel ch_;
+    LineChannel ch_;
 };
 
 // In a side process: the channel to the test.
-Channel &side_channel();
+LineChannel &side_channel();
 
 } // namespace vt

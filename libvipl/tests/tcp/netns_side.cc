@@ -83,7 +83,7 @@ Side::Side(const NetnsPair &net, int side, const std::string &test_name,
     close(nsfd);
     close(sv[1]);
     pid_ = pid;
-    ch_ = Channel(sv[0]);
+    ch_ = LineChannel(sv[0]);
 }
 
 Side::~Side() {

@@ -50,8 +50,8 @@ void reset() {
 
 // Waits (bounded) for the handler to ask for the awaited thing.
 bool handler_waiting() {
-    double end = tt::now_ms() + 5000;
-    while (g_phase.load() != 1 && tt::now_ms() < end) tt::sleep_ms(0.1);
+    double end = vt::now_ms() + 5000;
+    while (g_phase.load() != 1 && vt::now_ms() < end) vt::sleep_ms(0.1);
     return g_phase.load() == 1;
 }
 
@@ -104,11 +104,11 @@ struct Fixture {
 void interrupt_once(tt::Call &c) {
     REQUIRE(c.asleep());
     reset();
-    double t0 = tt::now_ms();
+    double t0 = vt::now_ms();
     c.signal(kSig);
     bool ended = c.finished(3000);
     VIP_RETURN rc = c.join();
-    INFO("returned " << VipReturnString(rc) << " " << (tt::now_ms() - t0)
+    INFO("returned " << VipReturnString(rc) << " " << (vt::now_ms() - t0)
                      << " ms after the signal");
     CHECK(ended);
     CHECK(rc == VIP_INTERRUPTED);
@@ -146,8 +146,8 @@ struct Server {
     std::thread thread;
     Server(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, std::vector<uint8_t> local) {
         thread = std::thread([this, nic, vi, local]() mutable {
-            double end = tt::now_ms() + 10000;
-            while (tt::now_ms() < end) {
+            double end = vt::now_ms() + 10000;
+            while (vt::now_ms() < end) {
                 vt::AddressBuffer remote;
                 VIP_VI_ATTRIBUTES ra;
                 VIP_CONN_HANDLE conn;
@@ -490,12 +490,12 @@ TEST_CASE("spin (fresh process)", "[.][threads-spin]") {
             return VipRecvWait(f.p.a, 10000, &d);
         });
         c.thread_id();
-        tt::sleep_ms(100);
+        vt::sleep_ms(100);
         // Spinning in user space, not asleep.
         CHECK(tt::blocked_syscall(c.thread_id()) == -1);
         reset();
         c.signal(kSig);
-        tt::sleep_ms(100);
+        vt::sleep_ms(100);
         CHECK(g_runs == 1);
         CHECK(g_hits == 0);
         CHECK_FALSE(c.done());
@@ -536,7 +536,7 @@ TEST_CASE("A handler that runs during the spin before sleeping does not end the 
 TEST_CASE("every interruption (fresh process)", "[.][threads-every]") {
     REQUIRE(vt::config_value("SPIN_US") == "0");
     REQUIRE(tt::interrupted_syscall_known());
-    bool restart = tt::env_long("VIPL_TEST_RESTART", 0) != 0;
+    bool restart = vt::env_long("VIPL_TEST_RESTART", 0) != 0;
     tt::ScopedHandler h(kSig, on_signal, restart);
     Fixture f;
     f.post_recv(f.p.a, f.ma, 0);
@@ -571,15 +571,15 @@ TEST_CASE("every interruption (fresh process)", "[.][threads-every]") {
             if (hit != (rc == VIP_INTERRUPTED)) ++t.mismatched;
         }
     });
-    tt::sleep_ms(50);
+    vt::sleep_ms(50);
     reset();
     std::mt19937 rng(7);
     const int kSignals = 300;
     for (int i = 0; i < kSignals; ++i) {
-        tt::sleep_ms(0.3 + (rng() % 1000) / 1000.0);
+        vt::sleep_ms(0.3 + (rng() % 1000) / 1000.0);
         pthread_kill(waiter.native_handle(), kSig);
     }
-    tt::sleep_ms(50);
+    vt::sleep_ms(50);
     stop = true;
     pthread_kill(waiter.native_handle(), kSig);
     waiter.join();

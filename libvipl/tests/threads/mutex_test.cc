@@ -24,8 +24,8 @@ TEST_CASE("mutex (fresh process)", "[.][threads-mutex]") {
         stage = 2;
         m.unlock();
     });
-    for (int i = 0; i < 2000 && stage.load() == 0; ++i) tt::sleep_ms(1);
-    tt::sleep_ms(50);
+    for (int i = 0; i < 2000 && stage.load() == 0; ++i) vt::sleep_ms(1);
+    vt::sleep_ms(50);
     CHECK(stage.load() == 1);
     m.unlock();
     t.join();

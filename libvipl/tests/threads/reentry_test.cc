@@ -177,7 +177,7 @@ TEST_CASE("VipPostSend, VipRecvDone and VipQueryVi from a handler interrupting a
         CHECK(d == f.ma.desc(2));
     }
     // The handler's send never left.
-    tt::sleep_ms(20);
+    vt::sleep_ms(20);
     CHECK(VipRecvDone(f.p.b, &d) == VIP_NOT_DONE);
 
     // Later calls work: the same send now goes through, and a's receive completes.
@@ -240,10 +240,10 @@ TEST_CASE("every function refused (fresh process)", "[.][threads-reentry-all]") 
         // Done on the other queue of each VI makes it progress without taking
         // these completions.
         VIP_DESCRIPTOR *none;
-        double end = tt::now_ms() + vt::kWaitMs;
+        double end = vt::now_ms() + vt::kWaitMs;
         while ((!(md.desc(0)->CS.Status & VIP_STATUS_DONE) ||
                 !(mc.desc(0)->CS.Status & VIP_STATUS_DONE)) &&
-               tt::now_ms() < end) {
+               vt::now_ms() < end) {
             REQUIRE(VipSendDone(q.b, &none) == VIP_NOT_DONE);
             REQUIRE(VipRecvDone(q.a, &none) == VIP_NOT_DONE);
         }
@@ -541,7 +541,7 @@ TEST_CASE("Handlers interrupting any VIPL call never deadlock and are refused on
             uint32_t len = rounds % 2 ? 64 : 1000;
             vt::set_desc(f.ma.desc(i), f.abuf(i), len, f.ma.mh);
             VIP_DESCRIPTOR *d = nullptr;
-            const double end = tt::now_ms() + 5000;
+            const double end = vt::now_ms() + 5000;
             // Calls fn until it is no longer VIP_NOT_DONE (bounded).  Waiting
             // for its send, the thread also calls VipSendDone on b (which
             // sends nothing: VIP_NOT_DONE): on tcp b's acknowledgement of the
@@ -549,7 +549,7 @@ TEST_CASE("Handlers interrupting any VIPL call never deadlock and are refused on
             auto until_done = [&](auto fn, bool drive_b) {
                 VIP_RETURN r;
                 VIP_DESCRIPTOR *none;
-                while ((r = in(fn)) == VIP_NOT_DONE && tt::now_ms() < end)
+                while ((r = in(fn)) == VIP_NOT_DONE && vt::now_ms() < end)
                     if (drive_b && in([&] { return VipSendDone(f.p.b, &none); }) != VIP_NOT_DONE)
                         return VIP_ERROR_RESOURCE;
                 return r;
@@ -575,7 +575,7 @@ TEST_CASE("Handlers interrupting any VIPL call never deadlock and are refused on
                 rc = in([&] { return VipQueryVi(f.p.b, &st, nullptr, nullptr, nullptr); });
             }
             if (rc != VIP_SUCCESS) {
-                notes.add(tt::fmt("round %ld: %s %s", long(rounds), step, VipReturnString(rc)));
+                notes.add(vt::fmt("round %ld: %s %s", long(rounds), step, VipReturnString(rc)));
                 break;
             }
             // Some work of its own between calls, where handlers must be served.
@@ -586,17 +586,17 @@ TEST_CASE("Handlers interrupting any VIPL call never deadlock and are refused on
     // Signals sent while one is pending merge with it: keep going until both
     // kinds of moment were hit (bounded).
     const int kSignals = 20000;
-    double storm_end = tt::now_ms() + 10000;
+    double storm_end = vt::now_ms() + 10000;
     for (int i = 0;
-         tt::now_ms() < storm_end && (i < kSignals || g_inside_refused == 0 || g_outside_ok == 0);
+         vt::now_ms() < storm_end && (i < kSignals || g_inside_refused == 0 || g_outside_ok == 0);
          ++i) {
         pthread_kill(worker.native_handle(), kSig);
-        if (i % 16 == 0) tt::sleep_ms(0.05);
+        if (i % 16 == 0) vt::sleep_ms(0.05);
     }
     // The worker keeps going after the storm: nothing was left locked.
     long r0 = rounds;
-    double end = tt::now_ms() + 5000;
-    while (rounds < r0 + 100 && tt::now_ms() < end) tt::sleep_ms(1);
+    double end = vt::now_ms() + 5000;
+    while (rounds < r0 + 100 && vt::now_ms() < end) vt::sleep_ms(1);
     stop = true;
     worker.join();
     INFO(notes.text());

@@ -84,10 +84,10 @@ void on_error(VIP_PVOID, VIP_ERROR_DESCRIPTOR *) {
 
 template <class F>
 bool eventually(F f, int ms = 5000) {
-    double end = tt::now_ms() + ms;
+    double end = vt::now_ms() + ms;
     while (!f()) {
-        if (tt::now_ms() > end) return false;
-        tt::sleep_ms(0.5);
+        if (vt::now_ms() > end) return false;
+        vt::sleep_ms(0.5);
     }
     return true;
 }
@@ -110,11 +110,11 @@ VIP_NET_ADDRESS *as_addr(std::vector<uint8_t> &a) {
 // VIP_NOT_DONE), since on tcp it places an RDMA write's data, acknowledges it
 // and answers a read inside its own calls (doc/semantics.md, "Progress").
 VIP_RETURN rdma_wait(VIP_VI_HANDLE vi, VIP_VI_HANDLE target, VIP_DESCRIPTOR **d) {
-    double end = tt::now_ms() + vt::kWaitMs;
+    double end = vt::now_ms() + vt::kWaitMs;
     VIP_DESCRIPTOR *none;
     for (;;) {
         VIP_RETURN rc = VipSendDone(vi, d);
-        if (rc != VIP_NOT_DONE || tt::now_ms() > end) return rc;
+        if (rc != VIP_NOT_DONE || vt::now_ms() > end) return rc;
         if (VipSendDone(target, &none) != VIP_NOT_DONE) return VIP_ERROR_RESOURCE;
     }
 }
@@ -342,7 +342,7 @@ TEST_CASE("signal state (fresh process)", "[.][threads-sigstate]") {
 
         // Nothing changed: dispositions, what the kernel shows, this thread's mask.
         std::vector<std::string> diff = tt::compare(before, tt::dispositions());
-        INFO(tt::fmt("%zu changes", diff.size()));
+        INFO(vt::fmt("%zu changes", diff.size()));
         for (const std::string &s : diff) FAIL_CHECK(s);
         CHECK(caught_now() == caught_before);
         CHECK(tt::status_field(0, "SigIgn") == ignored_before);
@@ -373,7 +373,7 @@ TEST_CASE("signal state (fresh process)", "[.][threads-sigstate]") {
         }
         // Signals sent while this thread blocked them wait for it, as usual.
         for (int sig : kProgramSignals) REQUIRE(kill(getpid(), sig) == 0);
-        tt::sleep_ms(20);
+        vt::sleep_ms(20);
         for (int sig : kProgramSignals) CHECK(g_count[sig] == 1);
         pthread_sigmask(SIG_UNBLOCK, &program, nullptr);
         for (int sig : kProgramSignals) {

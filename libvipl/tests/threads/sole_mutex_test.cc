@@ -73,7 +73,7 @@ int wait_child(pid_t p) {
     int st = 0;
     for (int i = 0; i < 10000; ++i) {
         if (waitpid(p, &st, WNOHANG) == p) return st;
-        tt::sleep_ms(1);
+        vt::sleep_ms(1);
     }
     kill(p, SIGKILL);
     waitpid(p, &st, 0);
@@ -100,7 +100,7 @@ TEST_CASE("sole mutex: a child forked inside a sole section waits until the pare
         _exit(0);
     }
     s->pid[1] = p;
-    tt::sleep_ms(100); // the child asks for the lock meanwhile
+    vt::sleep_ms(100); // the child asks for the lock meanwhile
     s->stage = 1;
     ++s->counter;
     s->m.unlock();
@@ -139,12 +139,12 @@ TEST_CASE("sole mutex: a holder that dies in a sole section after a fork leaves 
             _exit(0);
         }
         s->pid[1] = c;
-        for (int i = 0; i < 5000 && s->stage.load() != 2; ++i) tt::sleep_ms(1);
-        tt::sleep_ms(20);
+        for (int i = 0; i < 5000 && s->stage.load() != 2; ++i) vt::sleep_ms(1);
+        vt::sleep_ms(20);
         _exit(0); // dies holding its sole section
     }
     CHECK(wait_child(dier) == 0);
-    for (int i = 0; i < 20000 && s->child_died_flag.load() < 0; ++i) tt::sleep_ms(1);
+    for (int i = 0; i < 20000 && s->child_died_flag.load() < 0; ++i) vt::sleep_ms(1);
     CHECK(s->child_died_flag.load() == 1);
 }
 
@@ -160,12 +160,12 @@ TEST_CASE("sole mutex: a holder leaving with the robust lock held is waited for 
         s->m.lock(); // two holders: the robust lock
         remove_holder(s, t);
         s->stage = 3; // the parent is alone in the census now
-        tt::sleep_ms(100);
+        vt::sleep_ms(100);
         s->child_saw_stage = 4;
         s->m.unlock();
         _exit(0);
     }
-    for (int i = 0; i < 5000 && s->stage.load() != 3; ++i) tt::sleep_ms(1);
+    for (int i = 0; i < 5000 && s->stage.load() != 3; ++i) vt::sleep_ms(1);
     REQUIRE(s->census.load() == vipl::sole_census(vipl::self_token()));
     s->m.lock();
     CHECK(s->child_saw_stage.load() == 4); // not before the leaver's unlock
@@ -185,7 +185,7 @@ TEST_CASE("sole mutex: a thread started inside a sole section waits for it and t
         got = s->stage.load() == 5 ? 1 : 2;
         s->m.unlock();
     });
-    tt::sleep_ms(100);
+    vt::sleep_ms(100);
     s->stage = 5;
     s->m.unlock();
     th.join();

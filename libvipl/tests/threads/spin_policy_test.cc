@@ -48,7 +48,7 @@ TEST_CASE("spin recovery (fresh process)", "[.][threads-spin-recovery]") {
             return rc == VIP_SUCCESS;
         };
         if (answer && !take()) return rc;
-        for (double until = tt::now_ms() + late_ms; tt::now_ms() < until;) {
+        for (double until = vt::now_ms() + late_ms; vt::now_ms() < until;) {
         }
         vt::set_desc(m.desc(1), m.base + 2 * 4096, kLen, m.mh);
         if ((rc = VipPostSend(vi, m.desc(1), m.mh)) != VIP_SUCCESS) return rc;

@@ -67,7 +67,7 @@ struct WaitStats {
         return rc;
     }
     std::string text(const char *name) const {
-        return tt::fmt("%s: %ld calls, %ld interrupted, %ld interrupted asleep but went on, %ld "
+        return vt::fmt("%s: %ld calls, %ld interrupted, %ld interrupted asleep but went on, %ld "
                        "VIP_INTERRUPTED without, %ld other (first %s)",
                        name, calls, interrupted, hit_not_interrupted, interrupted_not_hit, other,
                        VipReturnString(first_other));
@@ -132,7 +132,7 @@ struct Side {
 };
 
 void write_stats(const std::string &text) {
-    std::string path = tt::env_str("VIPL_TEST_STATS");
+    std::string path = vt::env_str("VIPL_TEST_STATS");
     if (path.empty()) return;
     std::ofstream out(path);
     out << text << "\n";
@@ -140,7 +140,7 @@ void write_stats(const std::string &text) {
 
 // Sends completed in order: takes them until at most `keep` are outstanding.
 bool reap(Side &s, WaitStats &w, long &posted, long &completed, long keep, double end) {
-    while (posted - completed > keep && tt::now_ms() < end) {
+    while (posted - completed > keep && vt::now_ms() < end) {
         VIP_DESCRIPTOR *d = nullptr;
         VIP_RETURN rc = w.run([&] { return VipSendWait(s.vi, 5000, &d); });
         if (rc == VIP_INTERRUPTED) continue;
@@ -155,9 +155,9 @@ bool reap(Side &s, WaitStats &w, long &posted, long &completed, long keep, doubl
 // The receiving side: takes messages through a CQ, checks their order,
 // acknowledges each (which returns the sender a credit).
 TEST_CASE("storm server (fresh process)", "[.][threads-storm-server]") {
-    const long n = tt::env_long("VIPL_TEST_COUNT", 0);
-    const bool restart = tt::env_long("VIPL_TEST_RESTART", 0) != 0;
-    const std::string disc = tt::env_str("VIPL_TEST_DISC");
+    const long n = vt::env_long("VIPL_TEST_COUNT", 0);
+    const bool restart = vt::env_long("VIPL_TEST_RESTART", 0) != 0;
+    const std::string disc = vt::env_str("VIPL_TEST_DISC");
     REQUIRE(n > 0);
     REQUIRE(tt::interrupted_syscall_known());
     Side s(true);
@@ -173,10 +173,10 @@ TEST_CASE("storm server (fresh process)", "[.][threads-storm-server]") {
     tt::ScopedHandler h(SIGALRM, on_alarm, restart);
     WaitStats cqw, sendw, recvw;
     long next = 0, out_of_order = 0, bad = 0, posted = 0, completed = 0;
-    const double t0 = tt::now_ms(), end = t0 + 50000;
+    const double t0 = vt::now_ms(), end = t0 + 50000;
     storm(true);
     // n messages, then the client's final one (seq n), each acknowledged.
-    while (next <= n && tt::now_ms() < end) {
+    while (next <= n && vt::now_ms() < end) {
         VIP_VI_HANDLE vi = nullptr;
         VIP_BOOLEAN recv = VIP_FALSE;
         VIP_RETURN rc = cqw.run([&] { return VipCQWait(s.rcq, 5000, &vi, &recv); });
@@ -202,7 +202,7 @@ TEST_CASE("storm server (fresh process)", "[.][threads-storm-server]") {
             ++bad;
             break;
         }
-        if (seq == n) tt::sleep_ms(kPauseMs);
+        if (seq == n) vt::sleep_ms(kPauseMs);
         if (s.post_send(static_cast<int>(posted % kWindow), 2, seq, 16) != VIP_SUCCESS) {
             ++bad;
             break;
@@ -213,12 +213,12 @@ TEST_CASE("storm server (fresh process)", "[.][threads-storm-server]") {
     // The client hangs up last; wait for it (its disconnect ends our connection).
     VIP_DESCRIPTOR *d = nullptr;
     VIP_RETURN last = VIP_INTERRUPTED;
-    while (last == VIP_INTERRUPTED && tt::now_ms() < end)
+    while (last == VIP_INTERRUPTED && vt::now_ms() < end)
         last = recvw.run([&] { return VipRecvWait(s.vi, 5000, &d); });
     storm(false);
-    double ms = tt::now_ms() - t0;
+    double ms = vt::now_ms() - t0;
     std::string stats =
-        tt::fmt("server (%s): %ld messages in %.0f ms, %ld signals; ",
+        vt::fmt("server (%s): %ld messages in %.0f ms, %ld signals; ",
                 restart ? "SA_RESTART" : "no SA_RESTART", next, ms, long(g_signals)) +
         cqw.text("VipCQWait") + "; " + sendw.text("VipSendWait");
     write_stats(stats);
@@ -239,9 +239,9 @@ TEST_CASE("storm server (fresh process)", "[.][threads-storm-server]") {
 // The sending side: keeps kWindow messages in flight, takes the
 // acknowledgements in order with VipRecvWait.
 TEST_CASE("storm client (fresh process)", "[.][threads-storm-client]") {
-    const long n = tt::env_long("VIPL_TEST_COUNT", 0);
-    const bool restart = tt::env_long("VIPL_TEST_RESTART", 0) != 0;
-    const std::string disc = tt::env_str("VIPL_TEST_DISC");
+    const long n = vt::env_long("VIPL_TEST_COUNT", 0);
+    const bool restart = vt::env_long("VIPL_TEST_RESTART", 0) != 0;
+    const std::string disc = vt::env_str("VIPL_TEST_DISC");
     REQUIRE(n > 0);
     REQUIRE(tt::interrupted_syscall_known());
     Side s(false);
@@ -252,16 +252,16 @@ TEST_CASE("storm client (fresh process)", "[.][threads-storm-client]") {
     tt::ScopedHandler h(SIGALRM, on_alarm, restart);
     WaitStats recvw, sendw;
     long sent = 0, acked = 0, completed = 0, out_of_order = 0, bad = 0;
-    const double t0 = tt::now_ms(), end = t0 + 50000;
+    const double t0 = vt::now_ms(), end = t0 + 50000;
     storm(true);
     // Messages 0..n-1, then n: the last one, acknowledged like the others.
-    while (acked <= n && tt::now_ms() < end) {
+    while (acked <= n && vt::now_ms() < end) {
         if (sent <= n && sent - acked < kWindow) {
             if (!reap(s, sendw, sent, completed, kWindow - 1, end)) {
                 ++bad;
                 break;
             }
-            if (sent == n) tt::sleep_ms(kPauseMs);
+            if (sent == n) vt::sleep_ms(kPauseMs);
             if (s.post_send(static_cast<int>(sent % kWindow), 1, sent, msg_size(sent)) !=
                 VIP_SUCCESS) {
                 ++bad;
@@ -283,9 +283,9 @@ TEST_CASE("storm client (fresh process)", "[.][threads-storm-client]") {
     }
     bool reaped = reap(s, sendw, sent, completed, 0, end);
     storm(false);
-    double ms = tt::now_ms() - t0;
+    double ms = vt::now_ms() - t0;
     std::string stats =
-        tt::fmt("client (%s): %ld messages in %.0f ms, %ld signals; ",
+        vt::fmt("client (%s): %ld messages in %.0f ms, %ld signals; ",
                 restart ? "SA_RESTART" : "no SA_RESTART", sent, ms, long(g_signals)) +
         recvw.text("VipRecvWait") + "; " + sendw.text("VipSendWait");
     write_stats(stats);
@@ -315,20 +315,20 @@ std::string read_file(const std::string &path) {
 void run_pair(const char *server, const char *client, std::vector<std::string> env, int timeout_s,
               double *ms) {
     std::string disc = vt::unique_disc("-storm");
-    std::string sfile = tt::fmt("/tmp/vipl-storm-%d-s", getpid());
-    std::string cfile = tt::fmt("/tmp/vipl-storm-%d-c", getpid());
+    std::string sfile = vt::fmt("/tmp/vipl-storm-%d-s", getpid());
+    std::string cfile = vt::fmt("/tmp/vipl-storm-%d-c", getpid());
     env.push_back("VIPL_TEST_DISC=" + disc);
     std::vector<std::string> senv = env, cenv = env;
     senv.push_back("VIPL_TEST_STATS=" + sfile);
     senv.push_back("VIPL_TEST_RESTART=0");
     cenv.push_back("VIPL_TEST_STATS=" + cfile);
     cenv.push_back("VIPL_TEST_RESTART=1");
-    double t0 = tt::now_ms();
+    double t0 = vt::now_ms();
     int spid = vt::spawn_fresh(server, senv);
     int cpid = vt::spawn_fresh(client, cenv);
     int cstatus = vt::wait_child(cpid, timeout_s);
     int sstatus = vt::wait_child(spid, timeout_s);
-    *ms = tt::now_ms() - t0;
+    *ms = vt::now_ms() - t0;
     INFO(read_file(sfile));
     INFO(read_file(cfile));
     INFO("server " << vt::status_text(sstatus) << ", client " << vt::status_text(cstatus) << ", "
@@ -358,9 +358,9 @@ constexpr int kConnections = 40;
 // A wait retried on VIP_INTERRUPTED, for up to 5 s in all.
 template <class F>
 VIP_RETURN retried(WaitStats &w, F fn) {
-    double end = tt::now_ms() + 5000;
+    double end = vt::now_ms() + 5000;
     VIP_RETURN rc;
-    while ((rc = w.run(fn)) == VIP_INTERRUPTED && tt::now_ms() < end) {
+    while ((rc = w.run(fn)) == VIP_INTERRUPTED && vt::now_ms() < end) {
     }
     return rc;
 }
@@ -390,9 +390,9 @@ VIP_RETURN exchange(Side &s, bool requester, long *seq, WaitStats &w, std::strin
 } // namespace
 
 TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
-    const std::string disc = tt::env_str("VIPL_TEST_DISC");
+    const std::string disc = vt::env_str("VIPL_TEST_DISC");
     REQUIRE(tt::interrupted_syscall_known());
-    tt::ScopedHandler h(SIGALRM, on_alarm, tt::env_long("VIPL_TEST_RESTART", 0) != 0);
+    tt::ScopedHandler h(SIGALRM, on_alarm, vt::env_long("VIPL_TEST_RESTART", 0) != 0);
     // One NIC serves the discriminator throughout: requests queue on it
     // between waits, and closing it would drop those (the client would see
     // VIP_REJECT).  A fresh VI and memory on it for each connection.
@@ -401,25 +401,25 @@ TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
     WaitStats connw, dataw;
     int accepted = 0, gave_up = 0, broken = 0;
     tt::Notes notes;
-    const double end = tt::now_ms() + 50000;
+    const double end = vt::now_ms() + 50000;
     storm(true);
     auto s = std::make_unique<Side>(false, &nic);
     // A client that believes it connected when we did not stops sending
     // requests before we have all of them: give up after 5 s without one.
-    double last_request = tt::now_ms();
-    while (accepted < kConnections && tt::now_ms() < end) {
+    double last_request = vt::now_ms();
+    while (accepted < kConnections && vt::now_ms() < end) {
         vt::AddressBuffer remote;
         VIP_VI_ATTRIBUTES ra;
         VIP_CONN_HANDLE conn;
         VIP_RETURN rc = connw.run([&] {
             return VipConnectWait(s->nic.nic, local.get(), 5000, remote.get(), &ra, &conn);
         });
-        if (rc == VIP_INTERRUPTED && tt::now_ms() - last_request < 5000) continue;
-        if (rc == VIP_SUCCESS) last_request = tt::now_ms();
+        if (rc == VIP_INTERRUPTED && vt::now_ms() - last_request < 5000) continue;
+        if (rc == VIP_SUCCESS) last_request = vt::now_ms();
         if (rc != VIP_SUCCESS) {
             notes.add(rc == VIP_INTERRUPTED
-                          ? tt::fmt("no request for 5 s after %d connections", accepted)
-                          : tt::fmt("VipConnectWait: %s", VipReturnString(rc)));
+                          ? vt::fmt("no request for 5 s after %d connections", accepted)
+                          : vt::fmt("VipConnectWait: %s", VipReturnString(rc)));
             break;
         }
         rc = VipConnectAccept(conn, s->vi);
@@ -428,7 +428,7 @@ TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
             continue;
         }
         if (rc != VIP_SUCCESS) {
-            notes.add(tt::fmt("VipConnectAccept: %s", VipReturnString(rc)));
+            notes.add(vt::fmt("VipConnectAccept: %s", VipReturnString(rc)));
             break;
         }
         ++accepted;
@@ -437,7 +437,7 @@ TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
         rc = exchange(*s, false, &seq, dataw, &why);
         if (rc != VIP_SUCCESS) {
             ++broken;
-            notes.add(tt::fmt("accepted connection %d (the client's %ld), then %s: %s (state %d)",
+            notes.add(vt::fmt("accepted connection %d (the client's %ld), then %s: %s (state %d)",
                               accepted - 1, seq, why.c_str(), VipReturnString(rc),
                               vt::vi_state(s->vi)));
         }
@@ -459,7 +459,7 @@ TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
     }
     storm(false);
     std::string stats =
-        tt::fmt("accepting side: %d connections, %d requests whose client gave up, %ld signals; ",
+        vt::fmt("accepting side: %d connections, %d requests whose client gave up, %ld signals; ",
                 accepted, gave_up, long(g_signals)) +
         connw.text("VipConnectWait");
     write_stats(stats);
@@ -474,19 +474,19 @@ TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
 }
 
 TEST_CASE("storm request (fresh process)", "[.][threads-storm-request]") {
-    const std::string disc = tt::env_str("VIPL_TEST_DISC");
+    const std::string disc = vt::env_str("VIPL_TEST_DISC");
     REQUIRE(tt::interrupted_syscall_known());
-    tt::ScopedHandler h(SIGALRM, on_alarm, tt::env_long("VIPL_TEST_RESTART", 0) != 0);
+    tt::ScopedHandler h(SIGALRM, on_alarm, vt::env_long("VIPL_TEST_RESTART", 0) != 0);
     WaitStats connw, dataw;
     int connected = 0, interrupted = 0, no_match = 0;
     tt::Notes notes;
-    const double end = tt::now_ms() + 50000;
+    const double end = vt::now_ms() + 50000;
     storm(true);
-    for (int k = 0; k < kConnections && tt::now_ms() < end; ++k) {
+    for (int k = 0; k < kConnections && vt::now_ms() < end; ++k) {
         Side s(false);
         vt::Address me(s.nic.nic, disc + "c"), server(s.nic.nic, disc);
         VIP_RETURN rc = VIP_INTERRUPTED;
-        while (tt::now_ms() < end) {
+        while (vt::now_ms() < end) {
             VIP_VI_ATTRIBUTES ra;
             rc = connw.run(
                 [&] { return VipConnectRequest(s.vi, me.get(), server.get(), 5000, &ra); });
@@ -495,13 +495,13 @@ TEST_CASE("storm request (fresh process)", "[.][threads-storm-request]") {
                 ++interrupted;
             } else if (rc == VIP_NO_MATCH) {
                 ++no_match; // the server is not listening yet
-                tt::sleep_ms(1);
+                vt::sleep_ms(1);
             } else {
                 // Nobody rejects and the server always answers in time.
-                notes.add(tt::fmt("connection %d: VipConnectRequest %s", k, VipReturnString(rc)));
+                notes.add(vt::fmt("connection %d: VipConnectRequest %s", k, VipReturnString(rc)));
             }
             if (vt::vi_state(s.vi) != VIP_STATE_IDLE)
-                notes.add(tt::fmt("connection %d: VipConnectRequest %s left the VI in state %d", k,
+                notes.add(vt::fmt("connection %d: VipConnectRequest %s left the VI in state %d", k,
                                   VipReturnString(rc), vt::vi_state(s.vi)));
         }
         if (rc != VIP_SUCCESS) break;
@@ -511,12 +511,12 @@ TEST_CASE("storm request (fresh process)", "[.][threads-storm-request]") {
         long seq = k;
         rc = exchange(s, true, &seq, dataw, &why);
         if (rc != VIP_SUCCESS)
-            notes.add(tt::fmt("connection %d: connected, then %s: %s (state %d)", k, why.c_str(),
+            notes.add(vt::fmt("connection %d: connected, then %s: %s (state %d)", k, why.c_str(),
                               VipReturnString(rc), vt::vi_state(s.vi)));
         VipDisconnect(s.vi);
     }
     storm(false);
-    std::string stats = tt::fmt("requesting side: %d connections, %d requests interrupted, %d "
+    std::string stats = vt::fmt("requesting side: %d connections, %d requests interrupted, %d "
                                 "before the server listened, %ld signals; ",
                                 connected, interrupted, no_match, long(g_signals)) +
                         connw.text("VipConnectRequest");

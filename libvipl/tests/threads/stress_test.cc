@@ -66,7 +66,7 @@ struct Stress {
     VIP_CQ_HANDLE scq = nullptr, rcq = nullptr;
     vt::Pair pair[kVis];
     tt::Notes notes;
-    const double deadline = tt::now_ms() + kDeadlineMs;
+    const double deadline = vt::now_ms() + kDeadlineMs;
 
     std::atomic<int> credits[kVis];
     std::unique_ptr<std::atomic<bool>[]> busy =
@@ -123,19 +123,19 @@ struct Stress {
             if ((a_side ? pair[v].a : pair[v].b) == vi) return v;
         return -1;
     }
-    bool late() { return tt::now_ms() > deadline; }
+    bool late() { return vt::now_ms() > deadline; }
 
     // A send or RDMA write descriptor came back (from a CQ entry or from Done).
     void complete(VIP_DESCRIPTOR *d, const char *who) {
         long slot = d - sdesc(0);
         if (slot < 0 || slot >= kSenders * kSlots) {
-            notes.add(tt::fmt("%s: foreign send descriptor %p", who, (void *)d));
+            notes.add(vt::fmt("%s: foreign send descriptor %p", who, (void *)d));
             return;
         }
         if (!completed_ok(d))
-            notes.add(tt::fmt("%s: send slot %ld status 0x%x", who, slot, d->CS.Status));
+            notes.add(vt::fmt("%s: send slot %ld status 0x%x", who, slot, d->CS.Status));
         if (!busy[slot].exchange(false))
-            notes.add(tt::fmt("%s: send slot %ld completed while not posted", who, slot));
+            notes.add(vt::fmt("%s: send slot %ld completed while not posted", who, slot));
         ++completed_total;
     }
 
@@ -146,7 +146,7 @@ struct Stress {
         if (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR)
             complete(d, t == 0 ? "sender 0" : "sender 1");
         else if (rc != VIP_NOT_DONE && rc != VIP_TIMEOUT)
-            notes.add(tt::fmt("sender %d: VipSendWait %s", t, VipReturnString(rc)));
+            notes.add(vt::fmt("sender %d: VipSendWait %s", t, VipReturnString(rc)));
     }
 
     // A sender's last RDMA write (connection 0 for sender 0, 2 for sender
@@ -173,10 +173,10 @@ struct Stress {
         last_write[t][v][j] = wseq[v]++;
         ++posted_total;
         --senders_running;
-        tt::sleep_ms(20); // the receivers look several times meanwhile (5 ms waits)
+        vt::sleep_ms(20); // the receivers look several times meanwhile (5 ms waits)
         VIP_RETURN rc = VipPostSend(pair[v].a, d, ma.mh);
         if (rc != VIP_SUCCESS) {
-            notes.add(tt::fmt("sender %d: the last VipPostSend: %s", t, VipReturnString(rc)));
+            notes.add(vt::fmt("sender %d: the last VipPostSend: %s", t, VipReturnString(rc)));
             busy[slot] = false;
             --posted_total;
         }
@@ -221,7 +221,7 @@ struct Stress {
             ++posted_total;
             VIP_RETURN rc = VipPostSend(pair[v].a, d, ma.mh);
             if (rc != VIP_SUCCESS) {
-                notes.add(tt::fmt("sender %d: VipPostSend on connection %d: %s", t, v,
+                notes.add(vt::fmt("sender %d: VipPostSend on connection %d: %s", t, v,
                                   VipReturnString(rc)));
                 busy[slot] = false;
                 --posted_total;
@@ -249,7 +249,7 @@ struct Stress {
             if (rc == VIP_NOT_DONE || rc == VIP_TIMEOUT) continue;
             int v = rc == VIP_SUCCESS ? vi_of(vi, true) : -1;
             if (v < 0 || v > 1 || recv) {
-                notes.add(tt::fmt("send CQ: %s, entry (%p, %d)", VipReturnString(rc), vi, recv));
+                notes.add(vt::fmt("send CQ: %s, entry (%p, %d)", VipReturnString(rc), vi, recv));
                 continue;
             }
             VIP_DESCRIPTOR *d = nullptr;
@@ -257,7 +257,7 @@ struct Stress {
             if (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR)
                 complete(d, "send CQ");
             else
-                notes.add(tt::fmt("send CQ entry for connection %d, VipSendDone %s", v,
+                notes.add(vt::fmt("send CQ entry for connection %d, VipSendDone %s", v,
                                   VipReturnString(rc)));
         }
     }
@@ -275,29 +275,29 @@ struct Stress {
         long k = d - rdesc(v, 0);
         uint32_t sender = 0, seq = 0;
         if (k < 0 || k >= kRecvs) {
-            notes.add(tt::fmt("%s: connection %d returned a foreign descriptor", who, v));
+            notes.add(vt::fmt("%s: connection %d returned a foreign descriptor", who, v));
             return;
         }
         if (!completed_ok(d) || !tt::check_msg(rbuf(v, k), d->CS.Length, &sender, &seq) ||
             sender >= uint32_t(kSenders * kVis) || int(sender % kVis) != v || seq >= kOps) {
-            notes.add(tt::fmt("%s: connection %d receive %ld status 0x%x holds no message of its "
+            notes.add(vt::fmt("%s: connection %d receive %ld status 0x%x holds no message of its "
                               "senders (sender %u seq %u)",
                               who, v, k, d->CS.Status, sender, seq));
         } else if (arrivals[sender][seq]++ != 0) {
-            notes.add(tt::fmt("%s: message %u of sender %u arrived twice", who, seq, sender));
+            notes.add(vt::fmt("%s: message %u of sender %u arrived twice", who, seq, sender));
         }
         ++received_total;
         vt::set_desc(d, rbuf(v, k), kBuf, mb.mh);
         VIP_RETURN rc = VipPostRecv(pair[v].b, d, mb.mh);
         if (rc != VIP_SUCCESS)
-            notes.add(tt::fmt("%s: VipPostRecv %s", who, VipReturnString(rc)));
+            notes.add(vt::fmt("%s: VipPostRecv %s", who, VipReturnString(rc)));
         else
             ++credits[v];
     }
 
     // Receives of connections 0 and 1 through their shared CQ.
     void cq_receiver(int t) {
-        std::string who = tt::fmt("CQ receiver %d", t);
+        std::string who = vt::fmt("CQ receiver %d", t);
         for (unsigned n = 0; !all_done() && !late(); ++n) {
             VIP_VI_HANDLE vi = nullptr;
             VIP_BOOLEAN recv = VIP_FALSE;
@@ -306,7 +306,7 @@ struct Stress {
             int v = rc == VIP_SUCCESS ? vi_of(vi, false) : -1;
             if (v < 0 || v > 1 || !recv) {
                 notes.add(
-                    tt::fmt("%s: %s, entry (%p, %d)", who.c_str(), VipReturnString(rc), vi, recv));
+                    vt::fmt("%s: %s, entry (%p, %d)", who.c_str(), VipReturnString(rc), vi, recv));
                 continue;
             }
             VIP_DESCRIPTOR *d = nullptr;
@@ -314,14 +314,14 @@ struct Stress {
             if (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR)
                 received(v, d, who.c_str());
             else
-                notes.add(tt::fmt("%s: CQ entry for connection %d, VipRecvDone %s", who.c_str(), v,
+                notes.add(vt::fmt("%s: CQ entry for connection %d, VipRecvDone %s", who.c_str(), v,
                                   VipReturnString(rc)));
         }
     }
 
     // Receives of connection 2, two threads waiting on the same VI.
     void direct_receiver(int t) {
-        std::string who = tt::fmt("receiver %d", t);
+        std::string who = vt::fmt("receiver %d", t);
         for (unsigned n = 0; !all_done() && !late(); ++n) {
             VIP_DESCRIPTOR *d = nullptr;
             VIP_RETURN rc = n % 4 == 3 ? VipRecvDone(pair[2].b, &d) : VipRecvWait(pair[2].b, 5, &d);
@@ -329,7 +329,7 @@ struct Stress {
             if (rc == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR)
                 received(2, d, who.c_str());
             else
-                notes.add(tt::fmt("%s: VipRecvWait %s", who.c_str(), VipReturnString(rc)));
+                notes.add(vt::fmt("%s: VipRecvWait %s", who.c_str(), VipReturnString(rc)));
         }
     }
 
@@ -375,12 +375,12 @@ struct Stress {
             VIP_VI_ATTRIBUTES ra;
             while (rc_c == VIP_NOT_DONE && !late()) {
                 rc_c = VipConnectPeerDone(c, &ra);
-                if (rc_c == VIP_NOT_DONE) tt::sleep_ms(0.2);
+                if (rc_c == VIP_NOT_DONE) vt::sleep_ms(0.2);
             }
             other.join();
         }
         if (rc != VIP_SUCCESS || rc_c != VIP_SUCCESS || rc_d != VIP_SUCCESS) {
-            notes.add(tt::fmt("churn: peer connection %s / %s / %s", VipReturnString(rc),
+            notes.add(vt::fmt("churn: peer connection %s / %s / %s", VipReturnString(rc),
                               VipReturnString(rc_c), VipReturnString(rc_d)));
         } else {
             bool by_notify = notify && peer_connections % 2 == 0;
@@ -395,7 +395,7 @@ struct Stress {
                 VipSendWait(c, 5000, &got) != VIP_SUCCESS)
                 notes.add("churn: send on the private connection failed");
             if (by_notify) {
-                while (notified == before && !late()) tt::sleep_ms(0.2);
+                while (notified == before && !late()) vt::sleep_ms(0.2);
             } else if (VipRecvWait(d, 5000, &got) != VIP_SUCCESS) {
                 notes.add("churn: receive on the private connection failed");
             }
@@ -413,7 +413,7 @@ struct Stress {
         std::mt19937 rng(99);
         std::vector<uint8_t> spare(1 << 16);
         auto note = [&](const char *what, VIP_RETURN rc) {
-            notes.add(tt::fmt("churn: %s: %s", what, VipReturnString(rc)));
+            notes.add(vt::fmt("churn: %s: %s", what, VipReturnString(rc)));
         };
         while (senders_running && !late()) {
             ++churn_rounds;
@@ -438,7 +438,7 @@ struct Stress {
                 if ((rc = VipQueryVi(vi, &st, &attrs, &sq, &rq)) != VIP_SUCCESS)
                     note("VipQueryVi", rc);
                 else if (st != VIP_STATE_CONNECTED)
-                    notes.add(tt::fmt("churn: connection %d left the Connected state (%d)", v, st));
+                    notes.add(vt::fmt("churn: connection %d left the Connected state (%d)", v, st));
                 if ((rc = VipQueryViCounters(vi, &counters)) != VIP_SUCCESS)
                     note("VipQueryViCounters", rc);
                 break;
@@ -607,9 +607,9 @@ struct Stress {
 
 void stress(bool notify) {
     auto s = std::make_unique<Stress>(notify);
-    double t0 = tt::now_ms();
+    double t0 = vt::now_ms();
     s->run();
-    INFO("ran " << (tt::now_ms() - t0) << " ms: " << s->posted_total << " posts, "
+    INFO("ran " << (vt::now_ms() - t0) << " ms: " << s->posted_total << " posts, "
                 << s->received_total << " messages, " << s->churn_rounds << " churn rounds, "
                 << s->peer_connections << " private connections");
     s->verify();

@@ -19,15 +19,9 @@
 
 namespace tt {
 
-double now_ms() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-void sleep_ms(double ms) {
-    std::this_thread::sleep_for(std::chrono::microseconds(long(ms * 1000)));
-}
+using vt::fmt;
+using vt::now_ms;
+using vt::sleep_ms;
 
 void pin_cpu(int cpu) {
     cpu_set_t set;
@@ -38,25 +32,6 @@ void pin_cpu(int cpu) {
 
 pid_t tid() {
     return static_cast<pid_t>(syscall(SYS_gettid));
-}
-
-std::string fmt(const char *f, ...) {
-    char buf[2048];
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(buf, sizeof buf, f, ap);
-    va_end(ap);
-    return buf;
-}
-
-long env_long(const char *name, long def) {
-    const char *v = getenv(name);
-    return v && *v ? strtol(v, nullptr, 0) : def;
-}
-
-std::string env_str(const char *name, const std::string &def) {
-    const char *v = getenv(name);
-    return v ? v : def;
 }
 
 void Notes::add(const std::string &s) {

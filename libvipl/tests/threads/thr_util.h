@@ -4,6 +4,8 @@
 // and the library's signal-visible state of a process.
 #pragma once
 
+#include "procs.h"
+
 #include "support.h"
 
 #include <atomic>
@@ -17,14 +19,12 @@
 
 namespace tt {
 
-double now_ms();
-void sleep_ms(double ms);
+// Time, text and environment helpers: vt::now_ms, vt::sleep_ms, vt::fmt, vt::env_long
+// (procs.h).
+
 pid_t tid();
 // Pins the calling thread to one CPU.
 void pin_cpu(int cpu);
-std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-long env_long(const char *name, long def);
-std::string env_str(const char *name, const std::string &def = "");
 
 // Problems found off the main thread, checked by the main thread afterwards.
 class Notes {

@@ -61,7 +61,7 @@ void check_once_in_order(const Taken &taken, long n, const char *what) {
             }
             ++count[static_cast<size_t>(k)];
             if (i > 0 && taken[t][i - 1] >= k)
-                out_of_order.add(tt::fmt("thread %zu took %ld before %ld", t, taken[t][i - 1], k));
+                out_of_order.add(vt::fmt("thread %zu took %ld before %ld", t, taken[t][i - 1], k));
         }
     }
     long missing = 0, twice = 0;
@@ -93,20 +93,20 @@ TEST_CASE("Threads taking from both queues of one VI get each descriptor once, i
     tt::Notes notes;
     std::atomic<int> recv_taken{0}, send_taken{0};
     Taken rlog(kReceivers), slog(kReapers);
-    const double deadline = tt::now_ms() + 60000;
+    const double deadline = vt::now_ms() + 60000;
 
     auto receiver = [&](int t) {
-        for (unsigned i = 0; recv_taken < N && tt::now_ms() < deadline; ++i) {
+        for (unsigned i = 0; recv_taken < N && vt::now_ms() < deadline; ++i) {
             VIP_DESCRIPTOR *d = nullptr;
             VIP_RETURN rc = i % 3 == 2 ? VipRecvDone(p.a, &d) : VipRecvWait(p.a, 20, &d);
             if (rc == VIP_NOT_DONE || rc == VIP_TIMEOUT) continue;
             if (rc != VIP_SUCCESS) {
-                notes.add(tt::fmt("receiver %d: %s", t, VipReturnString(rc)));
+                notes.add(vt::fmt("receiver %d: %s", t, VipReturnString(rc)));
                 return;
             }
             long k = ra.index(d);
             if (k < 0) {
-                notes.add(tt::fmt("receiver %d: foreign descriptor %p", t, (void *)d));
+                notes.add(vt::fmt("receiver %d: foreign descriptor %p", t, (void *)d));
                 continue;
             }
             rlog[t].push_back(k);
@@ -114,27 +114,27 @@ TEST_CASE("Threads taking from both queues of one VI get each descriptor once, i
             uint32_t sender = 0, seq = 0;
             if (!completed_ok(d) || d->CS.Length != size_of(k) ||
                 !tt::check_msg(ra.buf(k), d->CS.Length, &sender, &seq) || seq != uint32_t(k))
-                notes.add(tt::fmt("receive %ld: status 0x%x length %u, holds message %u", k,
+                notes.add(vt::fmt("receive %ld: status 0x%x length %u, holds message %u", k,
                                   d->CS.Status, d->CS.Length, seq));
         }
     };
     auto reaper = [&](int t) {
-        for (unsigned i = 0; send_taken < N && tt::now_ms() < deadline; ++i) {
+        for (unsigned i = 0; send_taken < N && vt::now_ms() < deadline; ++i) {
             VIP_DESCRIPTOR *d = nullptr;
             VIP_RETURN rc = i % 3 == 2 ? VipSendDone(p.b, &d) : VipSendWait(p.b, 20, &d);
             if (rc == VIP_NOT_DONE || rc == VIP_TIMEOUT) continue;
             if (rc != VIP_SUCCESS) {
-                notes.add(tt::fmt("reaper %d: %s", t, VipReturnString(rc)));
+                notes.add(vt::fmt("reaper %d: %s", t, VipReturnString(rc)));
                 return;
             }
             long k = sb.index(d);
             if (k < 0) {
-                notes.add(tt::fmt("reaper %d: foreign descriptor %p", t, (void *)d));
+                notes.add(vt::fmt("reaper %d: foreign descriptor %p", t, (void *)d));
                 continue;
             }
             slog[t].push_back(k);
             ++send_taken;
-            if (!completed_ok(d)) notes.add(tt::fmt("send %ld: status 0x%x", k, d->CS.Status));
+            if (!completed_ok(d)) notes.add(vt::fmt("send %ld: status 0x%x", k, d->CS.Status));
         }
     };
     std::vector<std::thread> threads;
@@ -190,49 +190,49 @@ TEST_CASE("Threads taking from one CQ get each entry once, and each VI's descrip
     // Per thread and per VI: the positions taken on that VI's queue.
     std::vector<Taken> rlog(kVis, Taken(kReceivers)), slog(kVis, Taken(kReapers));
     const int total = kVis * N;
-    const double deadline = tt::now_ms() + 60000;
+    const double deadline = vt::now_ms() + 60000;
 
     auto taker = [&](int t, bool recv_side) {
         VIP_CQ_HANDLE cq = recv_side ? rcq : scq;
         std::atomic<int> &taken = recv_side ? recv_taken : send_taken;
         const char *who = recv_side ? "receiver" : "reaper";
-        for (unsigned n = 0; taken < total && tt::now_ms() < deadline; ++n) {
+        for (unsigned n = 0; taken < total && vt::now_ms() < deadline; ++n) {
             VIP_VI_HANDLE vi = nullptr;
             VIP_BOOLEAN recv = VIP_FALSE;
             VIP_RETURN rc = n % 3 == 2 ? VipCQDone(cq, &vi, &recv) : VipCQWait(cq, 20, &vi, &recv);
             if (rc == VIP_NOT_DONE || rc == VIP_TIMEOUT) continue;
             if (rc != VIP_SUCCESS) {
-                notes.add(tt::fmt("%s %d: CQ %s", who, t, VipReturnString(rc)));
+                notes.add(vt::fmt("%s %d: CQ %s", who, t, VipReturnString(rc)));
                 return;
             }
             int i = vi_index(vi, recv_side);
             if (i < 0 || bool(recv) != recv_side) {
                 notes.add(
-                    tt::fmt("%s %d: entry (%p, %d) names no queue of this CQ", who, t, vi, recv));
+                    vt::fmt("%s %d: entry (%p, %d) names no queue of this CQ", who, t, vi, recv));
                 continue;
             }
             // The entry stands for a completed descriptor: Done must have one.
             VIP_DESCRIPTOR *d = nullptr;
             rc = recv_side ? VipRecvDone(vi, &d) : VipSendDone(vi, &d);
             if (rc != VIP_SUCCESS) {
-                notes.add(tt::fmt("%s %d: CQ entry for VI %d but Done returned %s", who, t, i,
+                notes.add(vt::fmt("%s %d: CQ entry for VI %d but Done returned %s", who, t, i,
                                   VipReturnString(rc)));
                 continue;
             }
             long s = recv_side ? ra.index(d) : sb.index(d);
             if (s < i * N || s >= (i + 1) * N) {
                 notes.add(
-                    tt::fmt("%s %d: VI %d returned descriptor %ld of another VI", who, t, i, s));
+                    vt::fmt("%s %d: VI %d returned descriptor %ld of another VI", who, t, i, s));
                 continue;
             }
             (recv_side ? rlog : slog)[i][t].push_back(s - i * N);
             ++taken;
             uint32_t sender = 0, seq = 0;
             if (!completed_ok(d))
-                notes.add(tt::fmt("%s %d: status 0x%x", who, t, d->CS.Status));
+                notes.add(vt::fmt("%s %d: status 0x%x", who, t, d->CS.Status));
             else if (recv_side && (!tt::check_msg(ra.buf(s), d->CS.Length, &sender, &seq) ||
                                    sender != uint32_t(i) || seq != uint32_t(s - i * N)))
-                notes.add(tt::fmt("VI %d receive %ld holds message %u of VI %u", i, s - i * N, seq,
+                notes.add(vt::fmt("VI %d receive %ld holds message %u of VI %u", i, s - i * N, seq,
                                   sender));
         }
     };
@@ -286,7 +286,7 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
     std::unique_ptr<std::atomic<bool>[]> busy(new std::atomic<bool>[kPosters * kSlots]);
     for (int i = 0; i < kPosters * kSlots; ++i) busy[i] = false;
     tt::Notes notes;
-    const double deadline = tt::now_ms() + 60000;
+    const double deadline = vt::now_ms() + 60000;
     std::atomic<int> reaped{0};
 
     // Any poster may take any poster's completion; it frees the owner's slot.
@@ -296,14 +296,14 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
         if (rc == VIP_NOT_DONE || rc == VIP_TIMEOUT) return;
         long s = rc == VIP_SUCCESS ? sb.index(d) : -1;
         if (s < 0 || !completed_ok(d)) {
-            notes.add(tt::fmt("poster %d: SendDone %s, descriptor %ld", t, VipReturnString(rc), s));
+            notes.add(vt::fmt("poster %d: SendDone %s, descriptor %ld", t, VipReturnString(rc), s));
             return;
         }
-        if (!busy[s].exchange(false)) notes.add(tt::fmt("send slot %ld completed twice", s));
+        if (!busy[s].exchange(false)) notes.add(vt::fmt("send slot %ld completed twice", s));
         ++reaped;
     };
     auto poster = [&](int t) {
-        for (int seq = 0; seq < M && tt::now_ms() < deadline;) {
+        for (int seq = 0; seq < M && vt::now_ms() < deadline;) {
             int slot = -1;
             for (int j = 0; j < kSlots && slot < 0; ++j)
                 if (!busy[t * kSlots + j]) slot = t * kSlots + j;
@@ -319,7 +319,7 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
             vt::set_desc(sb.desc(slot), sb.buf(slot), len, sb.mem.mh);
             VIP_RETURN rc = VipPostSend(p.b, sb.desc(slot), sb.mem.mh);
             if (rc != VIP_SUCCESS) {
-                notes.add(tt::fmt("poster %d: VipPostSend %s", t, VipReturnString(rc)));
+                notes.add(vt::fmt("poster %d: VipPostSend %s", t, VipReturnString(rc)));
                 return;
             }
             ++seq;
@@ -331,25 +331,25 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
 
     std::vector<int> next(kPosters, 0);
     int received = 0;
-    while (received < kPosters * M && tt::now_ms() < deadline) {
+    while (received < kPosters * M && vt::now_ms() < deadline) {
         VIP_DESCRIPTOR *d = nullptr;
         VIP_RETURN rc = VipRecvWait(p.a, 50, &d);
         if (rc == VIP_TIMEOUT) continue;
         if (rc != VIP_SUCCESS) {
-            notes.add(tt::fmt("receiver: %s", VipReturnString(rc)));
+            notes.add(vt::fmt("receiver: %s", VipReturnString(rc)));
             break;
         }
         long k = ra.index(d);
         uint32_t sender = 0, seq = 0;
         if (k < 0 || !completed_ok(d) || !tt::check_msg(ra.buf(k), d->CS.Length, &sender, &seq) ||
             sender >= uint32_t(kPosters)) {
-            notes.add(tt::fmt("receive %ld: status 0x%x, not a message of this test", k,
+            notes.add(vt::fmt("receive %ld: status 0x%x, not a message of this test", k,
                               d ? d->CS.Status : 0));
             break;
         }
         if (int(seq) != next[sender])
             notes.add(
-                tt::fmt("poster %u: message %u arrived, %d expected", sender, seq, next[sender]));
+                vt::fmt("poster %u: message %u arrived, %d expected", sender, seq, next[sender]));
         next[sender] = int(seq) + 1;
         ++received;
         vt::set_desc(d, ra.buf(k), kBuf, ra.mem.mh);
@@ -358,7 +358,7 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
     }
     for (auto &t : threads) t.join();
     // Whatever is still outstanding completes now.
-    while (reaped < kPosters * M && tt::now_ms() < deadline) reap(-1, true);
+    while (reaped < kPosters * M && vt::now_ms() < deadline) reap(-1, true);
     INFO(notes.text());
     CHECK(notes.size() == 0);
     CHECK(received == kPosters * M);
@@ -401,9 +401,9 @@ TEST_CASE("Closing a NIC while threads wait on its VIs and CQ ends their waits",
         x.what = what;
         x.thread = std::thread([&x, fn] {
             x.tid = tt::tid();
-            double t0 = tt::now_ms();
+            double t0 = vt::now_ms();
             x.rc = fn(&x.desc);
-            x.ms = tt::now_ms() - t0;
+            x.ms = vt::now_ms() - t0;
         });
     };
     run(w[0], "VipRecvWait on a connected VI",
@@ -419,7 +419,7 @@ TEST_CASE("Closing a NIC while threads wait on its VIs and CQ ends their waits",
         [&](VIP_DESCRIPTOR **d) { return VipRecvWait(idle, kTimeout, d); });
     for (Waiter &x : w) {
         INFO(x.what);
-        while (!x.tid) tt::sleep_ms(1);
+        while (!x.tid) vt::sleep_ms(1);
         CHECK(tt::wait_asleep(x.tid, 2000));
     }
     na.close();
@@ -474,20 +474,20 @@ TEST_CASE("A VI waiter and a CQ waiter on the same VI both wake when their compl
         // b reads the data: a's send is complete.
         VIP_DESCRIPTOR *d;
         REQUIRE(VipRecvWait(p.b, vt::kWaitMs, &d) == VIP_SUCCESS);
-        double t0 = tt::now_ms();
+        double t0 = vt::now_ms();
         if (!send.finished(kLate)) ++send_late;
         VIP_RETURN rc = send.join();
         INFO("round " << rounds << ": VipSendWait returned " << VipReturnString(rc) << " "
-                      << tt::now_ms() - t0 << " ms after its send completed");
+                      << vt::now_ms() - t0 << " ms after its send completed");
         CHECK(rc == VIP_SUCCESS);
         CHECK_FALSE(cqwait.done());
         // b's reply completes a's receive.
         vt::set_desc(mb.desc(1), bbuf + 200000, 64, mb.mh);
         REQUIRE(VipPostSend(p.b, mb.desc(1), mb.mh) == VIP_SUCCESS);
-        t0 = tt::now_ms();
+        t0 = vt::now_ms();
         if (!cqwait.finished(kLate)) ++cq_late;
         rc = cqwait.join();
-        INFO("VipCQWait returned " << VipReturnString(rc) << " " << tt::now_ms() - t0
+        INFO("VipCQWait returned " << VipReturnString(rc) << " " << vt::now_ms() - t0
                                    << " ms after its receive completed");
         CHECK(rc == VIP_SUCCESS);
         REQUIRE(VipSendWait(p.b, vt::kWaitMs, &d) == VIP_SUCCESS);

@@ -1,6 +1,6 @@
 // The listener below needs Catch2's reporter interfaces.
 #define CATCH_CONFIG_EXTERNAL_INTERFACES
-#include "shm_util.h"
+#include "procs.h"
 
 #include <atomic>
 #include <cerrno>
@@ -19,7 +19,7 @@
 #include <thread>
 #include <unistd.h>
 
-namespace st {
+namespace vt {
 
 namespace {
 
@@ -365,7 +365,7 @@ std::string join(const std::vector<std::string> &v) {
     return s.empty() ? "(none)" : s;
 }
 
-} // namespace st
+} // namespace vt
 
-using ShmFailureCounter = st::FailureCounter;
-CATCH_REGISTER_LISTENER(ShmFailureCounter)
+using ChildFailureCounter = vt::FailureCounter;
+CATCH_REGISTER_LISTENER(ChildFailureCounter)

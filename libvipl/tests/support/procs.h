@@ -1,6 +1,7 @@
-// Helpers of the shm tests: endpoints built with plain VIPL calls (usable on
-// any thread and in children, where Catch2 assertions cannot be used),
-// parent/child control pipes, and views of what the kernel shows of a process.
+// Helpers of the tests that fork: endpoints built with plain VIPL calls (usable on any
+// thread and in children, where Catch2 assertions cannot be used), parent/child control
+// pipes, children checked for failed assertions, and views of what the kernel shows of
+// a process; time and text helpers every test program shares.
 #pragma once
 
 #include "support.h"
@@ -21,7 +22,7 @@
         REQUIRE(ok_);                                                                              \
     } while (0)
 
-namespace st {
+namespace vt {
 
 // Assertions that failed in this process so far (counted by a Catch2 listener).
 int failed_assertions();
@@ -131,8 +132,5 @@ std::vector<std::string> linked_shared_objects();
 std::string join(const std::vector<std::string> &v);
 
 // Wait status of a child in words ("exit 0", "signal 9", "timeout (killed)").
-inline std::string status_text(int s) {
-    return vt::status_text(s);
-}
 
-} // namespace st
+} // namespace vt
