@@ -44,7 +44,7 @@
 
 namespace {
 
-using sc::fmt;
+using vt::fmt;
 
 [[noreturn]] void die(const std::string &what) {
     fprintf(stderr, "bench-vi-scale: %s\n", what.c_str());
@@ -61,11 +61,11 @@ void die_with_parent(pid_t parent) {
 // ------------------------------------------------------------------ fleet
 
 int run_fleet_mode(long long vis, double timeout) {
-    sc::FleetPlan p = sc::fleet_plan(vis);
+    vt::FleetPlan p = vt::fleet_plan(vis);
     p.prefix = fmt("b%d-f", getpid());
     p.timeout_s = timeout;
-    sc::FleetResult r =
-        sc::run_fleet(p, [](const std::string &s) { fprintf(stderr, "  %s\n", s.c_str()); });
+    vt::FleetResult r =
+        vt::run_fleet(p, [](const std::string &s) { fprintf(stderr, "  %s\n", s.c_str()); });
     if (!r.err.empty()) die(r.err);
     if (r.connected != r.vis || r.messages_checked != r.vis || r.destroyed != r.vis ||
         r.wrap_messages < 8 * r.vis)
@@ -75,9 +75,9 @@ int run_fleet_mode(long long vis, double timeout) {
         die(fmt("something of the connections outlived them: %d of %d workers clean, %lld "
                 "connection mappings, %d listening sockets left (%s)",
                 r.clean_workers, r.workers, r.conn_maps_left, r.sockets_left, r.unclean.c_str()));
-    sc::PerVi idle = sc::per_vi(r.ready, r.connected_idle, r.p_ready, r.p_connected, r.vis);
-    sc::PerVi used = sc::per_vi(r.ready, r.after_messages, r.p_ready, r.p_messages, r.vis);
-    sc::PerVi full = sc::per_vi(r.ready, r.after_wrap, r.p_ready, r.p_wrap, r.vis);
+    vt::PerVi idle = vt::per_vi(r.ready, r.connected_idle, r.p_ready, r.p_connected, r.vis);
+    vt::PerVi used = vt::per_vi(r.ready, r.after_messages, r.p_ready, r.p_messages, r.vis);
+    vt::PerVi full = vt::per_vi(r.ready, r.after_wrap, r.p_ready, r.p_wrap, r.vis);
     printf("fleet vis %lld VIs\n", r.vis);
     printf("fleet processes %d 1\n", r.workers);
     printf("fleet setup_rate %.0f conn/s\n", r.connections / r.setup_s);
@@ -85,7 +85,7 @@ int run_fleet_mode(long long vis, double timeout) {
     printf("fleet teardown_rate %.0f VIs/s\n", r.vis / r.teardown_s);
     printf("fleet fds_per_vi %.3f 1\n", double(r.fds_connected - r.fds_ready) / r.vis);
     printf("fleet maps_per_vi %.3f 1\n", double(r.maps_connected - r.maps_ready) / r.vis);
-    printf("fleet ring %u B\n", sc::ring_size());
+    printf("fleet ring %u B\n", vt::ring_size());
     printf("fleet wrap_messages %lld 1\n", r.wrap_messages);
     for (auto [tag, m] :
          {std::pair{"idle", idle}, std::pair{"msg", used}, std::pair{"wrap", full}}) {
@@ -188,7 +188,7 @@ struct Endpoint {
     }
     bool post_send(VIP_VI_HANDLE vi, size_t slot, const Msg &m) {
         memcpy(buf(slot), &m, sizeof m);
-        sc::fill(buf(slot) + sizeof m, kMsg - sizeof m, seed(m));
+        vt::fill(buf(slot) + sizeof m, kMsg - sizeof m, seed(m));
         set(slot);
         return check(VipPostSend(vi, desc(slot), mh), "VipPostSend");
     }
@@ -197,7 +197,7 @@ struct Endpoint {
         if ((d->CS.Status & VIP_STATUS_ERROR_MASK) || d->CS.Length != kMsg) return false;
         const uint8_t *b = reinterpret_cast<const uint8_t *>(d->DS[0].Local.Data.Address);
         memcpy(m, b, sizeof *m);
-        return m->magic == kMagic && sc::check(b + sizeof *m, kMsg - sizeof *m, seed(*m));
+        return m->magic == kMagic && vt::check(b + sizeof *m, kMsg - sizeof *m, seed(*m));
     }
     void close() {
         if (mh) VipDeregisterMem(nic, mem, mh);
@@ -241,16 +241,16 @@ public:
 
 private:
     // --- processes
-    int parent(sc::Link &self);
-    int worker(int w, sc::Link &self);
-    int client(int c, sc::Link &self);
+    int parent(vt::Link &self);
+    int worker(int w, vt::Link &self);
+    int client(int c, vt::Link &self);
     bool accept_clients(Endpoint &ep, std::vector<VIP_VI_HANDLE> &vis, const std::string &disc,
                         std::vector<uint32_t> &client_of, int recvs_per_vi, size_t first_slot);
 
     std::atomic<uint32_t> *seen(int w, int c) {
         return &board_->client_of[p_.C] + size_t(w) * p_.C + c;
     }
-    static bool reply(sc::Link &l, bool ok, int64_t count, const std::string &err) {
+    static bool reply(vt::Link &l, bool ok, int64_t count, const std::string &err) {
         Report r;
         r.ok = ok;
         r.pid = getpid();
@@ -258,7 +258,7 @@ private:
         snprintf(r.err, sizeof r.err, "%s", err.c_str());
         return l.put(&r, sizeof r);
     }
-    bool get_cmd(sc::Link &l, char want) {
+    bool get_cmd(vt::Link &l, char want) {
         char c = 0;
         return l.get(&c, 1, static_cast<int>(p_.timeout * 1000)) && c == want;
     }
@@ -266,7 +266,7 @@ private:
 
     const Plan &p_;
     // Made before fork: the parent's and the workers' views of the same objects.
-    std::vector<std::unique_ptr<sc::Link>> worker_links_;
+    std::vector<std::unique_ptr<vt::Link>> worker_links_;
     Endpoint shared_ep_;
     std::vector<VIP_VI_HANDLE> shared_vis_;
     Board *board_ = nullptr;
@@ -275,7 +275,7 @@ private:
 
 bool Paper::accept_clients(Endpoint &ep, std::vector<VIP_VI_HANDLE> &vis, const std::string &name,
                            std::vector<uint32_t> &client_of, int recvs_per_vi, size_t first_slot) {
-    auto local = sc::address(ep.nic, name);
+    auto local = vt::address(ep.nic, name);
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 256);
     std::string want = p_.prefix + "c";
     long deadline_ms = static_cast<long>(p_.timeout * 1000);
@@ -289,10 +289,10 @@ bool Paper::accept_clients(Endpoint &ep, std::vector<VIP_VI_HANDLE> &vis, const 
         VIP_VI_ATTRIBUTES ra;
         VIP_CONN_HANDLE conn;
         if (!ep.check(
-                VipConnectWait(ep.nic, sc::net(local), deadline_ms, sc::net(remote), &ra, &conn),
+                VipConnectWait(ep.nic, vt::net(local), deadline_ms, vt::net(remote), &ra, &conn),
                 "VipConnectWait"))
             return false;
-        std::string d = sc::disc_of(sc::net(remote));
+        std::string d = vt::disc_of(vt::net(remote));
         unsigned c;
         if (d.compare(0, want.size(), want) != 0 ||
             sscanf(d.c_str() + want.size(), "%u", &c) != 1 || c >= unsigned(p_.C))
@@ -306,7 +306,7 @@ bool Paper::accept_clients(Endpoint &ep, std::vector<VIP_VI_HANDLE> &vis, const 
 // Sharing: holds the NIC, the shareable memory and VIs, forks the workers.
 // Without sharing: only forks the workers (at the same point of the run, so
 // that both runs count the same processes).
-int Paper::parent(sc::Link &self) {
+int Paper::parent(vt::Link &self) {
     std::vector<uint32_t> client_of;
     if (p_.share) {
         // Receive slots: S per VI; send slots: one per worker and VI.
@@ -353,10 +353,10 @@ int Paper::parent(sc::Link &self) {
         } else if (c == kClose) {
             bool ok = true;
             std::string err;
-            double end = sc::now_s() + p_.timeout;
+            double end = vt::now_s() + p_.timeout;
             for (pid_t k : kids) {
                 int st = -1;
-                while (waitpid(k, &st, WNOHANG) == 0 && sc::now_s() < end) usleep(1000);
+                while (waitpid(k, &st, WNOHANG) == 0 && vt::now_s() < end) usleep(1000);
                 if (st != 0) {
                     kill(k, SIGKILL);
                     waitpid(k, nullptr, 0);
@@ -376,7 +376,7 @@ int Paper::parent(sc::Link &self) {
     }
 }
 
-int Paper::worker(int w, sc::Link &self) {
+int Paper::worker(int w, vt::Link &self) {
     Endpoint own;
     Endpoint &ep = p_.share ? shared_ep_ : own;
     std::vector<VIP_VI_HANDLE> vis;
@@ -405,7 +405,7 @@ int Paper::worker(int w, sc::Link &self) {
     // any worker may take any completion of a shared VI: they stop together.
     int64_t sends = 0, replies = 0;
     int64_t total = p_.share ? int64_t(p_.S) * p_.C : p_.C;
-    double end = sc::now_s() + p_.timeout;
+    double end = vt::now_s() + p_.timeout;
     auto done = [&] {
         if (!p_.share) return replies == total && sends == total;
         return board_->replies.load() == total && board_->sends.load() == total;
@@ -440,7 +440,7 @@ int Paper::worker(int w, sc::Link &self) {
             }
         }
         if (!progress) {
-            if (sc::now_s() > end) ok = ep.fail(fmt("worker %d: exchange timed out", w));
+            if (vt::now_s() > end) ok = ep.fail(fmt("worker %d: exchange timed out", w));
             usleep(100);
         }
     }
@@ -456,15 +456,15 @@ int Paper::worker(int w, sc::Link &self) {
     return ok ? 0 : 8;
 }
 
-int Paper::client(int c, sc::Link &self) {
+int Paper::client(int c, vt::Link &self) {
     Endpoint ep;
     // Receive slot j and send slot S + j: one per server worker.
     if (!ep.open(2 * size_t(p_.S), false)) return reply(self, false, 0, ep.err), 1;
     if (!reply(self, true, 0, "")) return 2;
     if (!get_cmd(self, kGo)) return 3;
     std::vector<VIP_VI_HANDLE> vis;
-    auto local = sc::address(ep.nic, p_.prefix + "c" + std::to_string(c));
-    double end = sc::now_s() + p_.timeout;
+    auto local = vt::address(ep.nic, p_.prefix + "c" + std::to_string(c));
+    double end = vt::now_s() + p_.timeout;
     bool ok = true;
     int nvis = p_.share ? 1 : p_.S;
     for (int s = 0; s < nvis && ok; ++s) {
@@ -474,12 +474,12 @@ int Paper::client(int c, sc::Link &self) {
         vis.push_back(vi);
         for (int j = p_.share ? 0 : s; j < (p_.share ? p_.S : s + 1) && ok; ++j)
             ok = ep.post_recv(vi, j);
-        auto remote = sc::address(ep.nic, p_.share ? disc("p", 0) : disc("s", s));
+        auto remote = vt::address(ep.nic, p_.share ? disc("p", 0) : disc("s", s));
         VIP_RETURN rc;
         for (;;) {
             VIP_VI_ATTRIBUTES ra;
-            long left = std::max(0L, long((end - sc::now_s()) * 1000));
-            rc = VipConnectRequest(vi, sc::net(local), sc::net(remote), left, &ra);
+            long left = std::max(0L, long((end - vt::now_s()) * 1000));
+            rc = VipConnectRequest(vi, vt::net(local), vt::net(remote), left, &ra);
             if (rc != VIP_NO_MATCH || left == 0) break;
             usleep(1000);
         }
@@ -490,7 +490,7 @@ int Paper::client(int c, sc::Link &self) {
     // Answers every worker's message on the VI it came by.
     std::vector<uint8_t> from(p_.S, 0);
     int answered = 0, sent = 0;
-    end = sc::now_s() + p_.timeout;
+    end = vt::now_s() + p_.timeout;
     while (ok && (answered < p_.S || sent < p_.S)) {
         bool progress = false;
         for (size_t v = 0; v < vis.size() && ok; ++v) {
@@ -515,7 +515,7 @@ int Paper::client(int c, sc::Link &self) {
             }
         }
         if (!progress) {
-            if (sc::now_s() > end)
+            if (vt::now_s() > end)
                 ok = ep.fail(fmt("client %d: %d of %d answered", c, answered, p_.S));
             usleep(100);
         }
@@ -530,11 +530,11 @@ int Paper::client(int c, sc::Link &self) {
 }
 
 int Paper::main() {
-    sc::Link parent_link;
-    for (int w = 0; w < p_.S; ++w) worker_links_.push_back(std::make_unique<sc::Link>());
-    std::vector<std::unique_ptr<sc::Link>> client_links;
-    for (int c = 0; c < p_.C; ++c) client_links.push_back(std::make_unique<sc::Link>());
-    sc::Workers procs; // the parent and the clients (the workers are the parent's)
+    vt::Link parent_link;
+    for (int w = 0; w < p_.S; ++w) worker_links_.push_back(std::make_unique<vt::Link>());
+    std::vector<std::unique_ptr<vt::Link>> client_links;
+    for (int c = 0; c < p_.C; ++c) client_links.push_back(std::make_unique<vt::Link>());
+    vt::Workers procs; // the parent and the clients (the workers are the parent's)
     fflush(nullptr);
     pid_t me = getpid();
     pid_t pp = fork();
@@ -564,14 +564,14 @@ int Paper::main() {
         client_links[c]->in_parent();
     }
     std::vector<pid_t> worker_pids;
-    auto get = [&](sc::Link &l, const char *what) {
+    auto get = [&](vt::Link &l, const char *what) {
         Report r;
         if (!l.get(&r, sizeof r, static_cast<int>(p_.timeout * 1000)))
             die(fmt("%s: no report (timed out or died)", what));
         if (!r.ok) die(fmt("%s: %s", what, r.err));
         return r;
     };
-    auto send_all = [&](std::vector<std::unique_ptr<sc::Link>> &ls, char c) {
+    auto send_all = [&](std::vector<std::unique_ptr<vt::Link>> &ls, char c) {
         for (auto &l : ls)
             if (!l->put(&c, 1)) die("a process is gone");
     };
@@ -581,20 +581,20 @@ int Paper::main() {
         return v;
     };
     struct Point {
-        sc::MemInfo m;
+        vt::MemInfo m;
         long long anon = 0, fds = 0, maps = 0;
     };
     auto point = [&] {
         Point pt;
-        pt.m = sc::meminfo();
+        pt.m = vt::meminfo();
         for (pid_t pid : all_pids()) {
-            pt.anon += sc::proc_mem(pid).pss_anon;
-            pt.fds += sc::fd_count(pid);
-            pt.maps += sc::map_count(pid);
+            pt.anon += vt::proc_mem(pid).pss_anon;
+            pt.fds += vt::fd_count(pid);
+            pt.maps += vt::map_count(pid);
         }
         return pt;
     };
-    auto slab = [](const Point &a, const Point &b) { return sc::slab_growth(a.m, b.m); };
+    auto slab = [](const Point &a, const Point &b) { return vt::slab_growth(a.m, b.m); };
     auto kib = [&](const Point &a, const Point &b) {
         return double(b.m.shmem - a.m.shmem + b.m.page_tables - a.m.page_tables + b.m.kernel_stack -
                       a.m.kernel_stack + b.anon - a.anon) +
@@ -603,7 +603,7 @@ int Paper::main() {
 
     get(parent_link, "server parent");
     for (auto &l : client_links) get(*l, "client");
-    sc::settle();
+    vt::settle();
     Point ready = point();
     char cmd;
     auto fork_workers = [&] {
@@ -617,21 +617,21 @@ int Paper::main() {
     if (!p_.share) {
         fork_workers();
         mid = point();
-        t0 = sc::now_s();
+        t0 = vt::now_s();
         send_all(worker_links_, kGo);
         send_all(client_links, kGo);
         for (auto &l : worker_links_) vis_node += get(*l, "worker connecting").count;
         for (auto &l : client_links) vis_node += get(*l, "client connecting").count;
-        setup = sc::now_s() - t0;
+        setup = vt::now_s() - t0;
         full = point();
     } else {
-        t0 = sc::now_s();
+        t0 = vt::now_s();
         cmd = kGo;
         if (!parent_link.put(&cmd, 1)) die("server parent gone");
         send_all(client_links, kGo);
         vis_node += get(parent_link, "server parent connecting").count;
         for (auto &l : client_links) vis_node += get(*l, "client connecting").count;
-        setup = sc::now_s() - t0;
+        setup = vt::now_s() - t0;
         mid = point();
         fork_workers();
         full = point();
@@ -654,7 +654,7 @@ int Paper::main() {
     get(parent_link, "server parent closing");
     send_all(client_links, kClose);
     for (auto &l : client_links) get(*l, "client closing");
-    std::vector<int> st = procs.wait_all(sc::now_s() + p_.timeout);
+    std::vector<int> st = procs.wait_all(vt::now_s() + p_.timeout);
     for (int s : st)
         if (s != 0) die(fmt("a process ended with status %#x", s));
 

@@ -26,7 +26,7 @@ struct AsioPair {
     asio::io_context io;
     std::unique_ptr<vipl::AsioStream> a, b;
     explicit AsioPair(const std::string &base, const vipl::StreamOptions &o = {}) {
-        auto p = ct::connect_pair(base, o);
+        auto p = vt::connect_pair(base, o);
         a = std::make_unique<vipl::AsioStream>(io, std::move(p.client));
         b = std::make_unique<vipl::AsioStream>(io, std::move(p.server));
     }
@@ -56,7 +56,7 @@ struct Direction {
     void write_next() {
         if (sent == total) return;
         size_t n = std::min<uint64_t>(total - sent, 1 + rng() % wbuf.size());
-        ct::fill(wbuf.data(), n, sent, seed);
+        vt::fill(wbuf.data(), n, sent, seed);
         asio::async_write(out, asio::buffer(wbuf.data(), n),
                           [this, n](boost::system::error_code ec, size_t k) {
                               if (ec || k != n) return fail("write: " + ec.message());
@@ -70,7 +70,7 @@ struct Direction {
         asio::async_read(in, asio::buffer(rbuf.data(), n),
                          [this, n](boost::system::error_code ec, size_t k) {
                              if (ec || k != n) return fail("read: " + ec.message());
-                             if (ct::check(rbuf.data(), n, got, seed) >= 0) return fail("data");
+                             if (vt::check(rbuf.data(), n, got, seed) >= 0) return fail("data");
                              got += n;
                              read_next();
                          });
@@ -109,7 +109,7 @@ TEST_CASE("asio: an async_write waits for a slow reader and resumes") {
     AsioPair p(base, o);
     constexpr size_t kTotal = 1 << 20;
     std::vector<std::byte> out(kTotal), in(kTotal);
-    ct::fill(out.data(), kTotal, 0, 31);
+    vt::fill(out.data(), kTotal, 0, 31);
     boost::system::error_code wec, rec;
     size_t wrote = 0, got = 0;
     asio::async_write(*p.a, asio::buffer(out), [&](boost::system::error_code ec, size_t n) {
@@ -129,7 +129,7 @@ TEST_CASE("asio: an async_write waits for a slow reader and resumes") {
     CHECK(!rec);
     CHECK(wrote == kTotal);
     CHECK(got == kTotal);
-    CHECK(ct::check(in.data(), got, 0, 31) == -1);
+    CHECK(vt::check(in.data(), got, 0, 31) == -1);
     CHECK(p.a->stream().counters().would_block > 0);
 }
 
@@ -169,7 +169,7 @@ TEST_CASE("asio: end of stream is eof and a pending read can be cancelled") {
 
 TEST_CASE("asio: a synchronous echo with read and write") {
     std::string base = CT_PROVIDER();
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     std::thread server([&] {
         std::error_code ec;
         auto s = l.accept(deadline_in(10s), ec);
@@ -198,10 +198,10 @@ TEST_CASE("asio: a synchronous echo with read and write") {
     std::vector<std::byte> out(256 * 1024), in(256 * 1024);
     for (int i = 0; i < 40; ++i) {
         size_t n = 1 + rng() % out.size();
-        ct::fill(out.data(), n, off, 5);
+        vt::fill(out.data(), n, off, 5);
         CHECK(asio::write(as, asio::buffer(out.data(), n)) == n);
         CHECK(asio::read(as, asio::buffer(in.data(), n)) == n);
-        CHECK(ct::check(in.data(), n, off, 5) == -1);
+        CHECK(vt::check(in.data(), n, off, 5) == -1);
         off += n;
     }
     as.stream().shutdown_write(ec);

@@ -13,7 +13,7 @@
 #include <chrono>
 #include <thread>
 
-namespace ct {
+namespace vt {
 
 const std::vector<std::string> &providers() {
     static const std::vector<std::string> p{"vipl+shm://127.0.0.1", "vipl+tcp://127.0.0.1"};
@@ -175,4 +175,4 @@ bool wait_for(const std::function<bool()> &pred, int timeout_ms) {
     return pred();
 }
 
-} // namespace ct
+} // namespace vt

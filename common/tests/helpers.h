@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-namespace ct {
+namespace vt {
 
 // Every stream test runs on both providers: "vipl+shm://127.0.0.1" and "vipl+tcp://127.0.0.1".
 const std::vector<std::string> &providers();
-#define CT_PROVIDER() GENERATE(from_range(::ct::providers()))
+#define CT_PROVIDER() GENERATE(from_range(::vt::providers()))
 
 // Binds a listener on `base` (scheme://host) at a free port (port 0: the listener picks).
 vipl::Listener bind_free(const std::string &base, const vipl::StreamOptions &o = {});
@@ -86,4 +86,4 @@ int count_maps();
 // Waits until pred() holds, checking every millisecond, at most timeout_ms; returns pred().
 bool wait_for(const std::function<bool()> &pred, int timeout_ms);
 
-} // namespace ct
+} // namespace vt

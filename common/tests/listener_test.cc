@@ -26,7 +26,7 @@ long voluntary_switches() {
 // waiting; a wake-up may come before the whole request has, then the loop waits again.
 vipl::Stream accept_by_fd(vipl::Listener &l) {
     for (int round = 0; round < 100; ++round) {
-        REQUIRE(ct::readable(l.fd(), 10000));
+        REQUIRE(vt::readable(l.fd(), 10000));
         std::error_code ec;
         auto s = l.accept(vipl::Deadline{}, ec);
         if (s) return s;
@@ -57,30 +57,30 @@ TEST_CASE("listener: port 0 picks a free port in 20000..60999 and uri() names it
     auto again = vipl::Listener::bind(ls[0].uri(), ec);
     CHECK(ec == std::errc::address_in_use);
     CHECK_FALSE(again.is_open());
-    int pid = ct::spawn_client(ls[1].uri(), {}, [](vipl::Stream &s) {
+    int pid = vt::spawn_client(ls[1].uri(), {}, [](vipl::Stream &s) {
         std::error_code wec;
         std::byte b{42};
         return s.write({&b, 1}, wec) == 1 && !s.close(deadline_in(10s)) ? 0 : 3;
     });
-    auto s = ct::accept_one(ls[1]);
+    auto s = vt::accept_one(ls[1]);
     std::byte b{};
     CHECK(s.read({&b, 1}, deadline_in(10s), ec) == 1);
     CHECK(b == std::byte{42});
     CHECK(s.read({&b, 1}, deadline_in(10s), ec) == 0); // its close: answered by reading
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
 }
 
 TEST_CASE("listener: fd() is readable exactly while a request waits, then accept() takes it") {
     std::string base = CT_PROVIDER();
     CHECK(vipl::Listener().fd() == -1);
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     REQUIRE(l.fd() >= 0);
-    CHECK_FALSE(ct::readable(l.fd(), 0));
-    CHECK_FALSE(ct::readable(l.fd(), 50));
+    CHECK_FALSE(vt::readable(l.fd(), 0));
+    CHECK_FALSE(vt::readable(l.fd(), 50));
     constexpr int kClients = 3;
     std::vector<int> pids;
     for (int k = 0; k < kClients; ++k)
-        pids.push_back(ct::spawn_client(l.uri(), {}, [k](vipl::Stream &s) {
+        pids.push_back(vt::spawn_client(l.uri(), {}, [k](vipl::Stream &s) {
             std::error_code ec;
             std::byte b{static_cast<unsigned char>(k)};
             return s.write({&b, 1}, ec) == 1 && !s.close(deadline_in(10s)) ? 0 : 3;
@@ -97,13 +97,13 @@ TEST_CASE("listener: fd() is readable exactly while a request waits, then accept
     std::error_code ec;
     CHECK(!l.accept(vipl::Deadline{}, ec));
     CHECK(ec == std::errc::timed_out);
-    CHECK_FALSE(ct::readable(l.fd(), 0));
-    for (int pid : pids) CHECK(ct::wait_child(pid) == 0);
+    CHECK_FALSE(vt::readable(l.fd(), 0));
+    for (int pid : pids) CHECK(vt::wait_child(pid) == 0);
 }
 
 TEST_CASE("listener: accept() with a past deadline never sleeps") {
     std::string base = CT_PROVIDER();
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     std::error_code ec;
     CHECK(!l.accept(vipl::Deadline{}, ec)); // warm up: first-use allocations
     long before = voluntary_switches();
@@ -131,7 +131,7 @@ TEST_CASE("listener and stream: a service name in place of a port") {
     CHECK(ec == std::errc::address_in_use);
 
     // Each name reaches its own listener, from another process.
-    int pid = ct::spawn([&] {
+    int pid = vt::spawn([&] {
         for (const std::string &name : {svc, svc + "-b"}) {
             std::error_code cec;
             auto s = vipl::Stream::connect(base + "/" + name, deadline_in(10s), cec);
@@ -142,7 +142,7 @@ TEST_CASE("listener and stream: a service name in place of a port") {
         return 0;
     });
     for (vipl::Listener *x : {&l, &other}) {
-        auto s = ct::accept_one(*x);
+        auto s = vt::accept_one(*x);
         std::string got;
         char buf[64];
         for (int i = 0; i < 100; ++i) {
@@ -153,7 +153,7 @@ TEST_CASE("listener and stream: a service name in place of a port") {
         CHECK(got == x->uri().service);
         CHECK(s.local_address().service == x->uri().service);
     }
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
     // A name nobody serves is refused.
     auto s = vipl::Stream::connect(base + "/nobody-" + svc, deadline_in(2s), ec);
     CHECK(!s);

@@ -1,6 +1,6 @@
 #include "share_util.h"
 
-namespace ct {
+namespace vt {
 
 namespace {
 
@@ -115,4 +115,4 @@ int read_words(vipl::Stream &s, WordSeen &seen, int who, uint64_t n) {
     }
 }
 
-} // namespace ct
+} // namespace vt

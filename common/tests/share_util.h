@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-namespace ct {
+namespace vt {
 
 // Default options with shareable set.
 vipl::StreamOptions shareable();
@@ -48,4 +48,4 @@ struct WordSeen {
 // stream, as reader `who`.  0 or a code.
 int read_words(vipl::Stream &s, WordSeen &seen, int who, uint64_t n);
 
-} // namespace ct
+} // namespace vt

@@ -132,7 +132,7 @@ TEST_CASE("stream: spin_budget is the policy's, with spin_us as the base") {
     INFO(base);
     vipl::StreamOptions o;
     o.spin_us = 64;
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     // The peer end never waited: its CPU is unknown, so the spinner yields now and then.
     // The full budget is the base, or four times it where the transport sees the peer at
     // work (shm: not asleep on the connection).
@@ -151,6 +151,6 @@ TEST_CASE("stream: spin_budget is the policy's, with spin_us as the base") {
 
     vipl::StreamOptions none;
     none.spin_us = 0;
-    auto q = ct::connect_pair(base, none);
+    auto q = vt::connect_pair(base, none);
     CHECK(q.client.spin_budget().time == 0ns);
 }

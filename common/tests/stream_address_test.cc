@@ -25,7 +25,7 @@ std::string describe(const vipl::Stream &s) {
 TEST_CASE("stream: local and peer addresses are what the kernel reports") {
     std::string base = CT_PROVIDER();
     bool tcp = base.find("+tcp") != std::string::npos;
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     const vipl::Address &la = l.local_address();
     CHECK(la.provider == (tcp ? Transport::tcp : Transport::shm));
     CHECK(la.port == l.uri().port);
@@ -38,13 +38,13 @@ TEST_CASE("stream: local and peer addresses are what the kernel reports") {
     }
 
     // The client, another process, writes what it sees and waits for the end.
-    int pid = ct::spawn_client(l.uri(), {}, [](vipl::Stream &s) {
+    int pid = vt::spawn_client(l.uri(), {}, [](vipl::Stream &s) {
         std::string text = describe(s) + "\n";
         std::error_code ec;
         if (s.write(std::as_bytes(std::span(text)), ec) != text.size()) return 3;
         return s.close(deadline_in(10s)) ? 4 : 0;
     });
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     std::string got;
     std::error_code ec;
     char buf[128];
@@ -88,7 +88,7 @@ TEST_CASE("stream: local and peer addresses are what the kernel reports") {
     std::byte b;
     for (int i = 0; i < 100 && s.read({&b, 1}, deadline_in(10s), ec) > 0; ++i) {
     }
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
     // The addresses outlive the connection.
     CHECK(s.peer_address() == peer);
     s.close(deadline_in(5s));

@@ -25,7 +25,7 @@ std::string read_some(vipl::Stream &s, std::error_code &ec, std::chrono::millise
 
 TEST_CASE("stream: connect, exchange both ways, counters") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     std::error_code ec;
     CHECK(p.client.write(bytes("hello"), ec) == 5);
     CHECK(!ec);
@@ -43,7 +43,7 @@ TEST_CASE("stream: connect, exchange both ways, counters") {
 
 TEST_CASE("stream: deadlines, refused connections, would-block") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     std::error_code ec;
     auto t0 = vipl::Clock::now();
     std::byte b[16];
@@ -59,7 +59,7 @@ TEST_CASE("stream: deadlines, refused connections, would-block") {
     CHECK(ec == std::errc::operation_would_block);
     CHECK(p.server.counters().would_block == 1);
 
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     CHECK(!l.accept(deadline_in(100ms), ec));
     CHECK(ec == std::errc::timed_out);
     std::string uri = l.uri().to_string();
@@ -73,7 +73,7 @@ TEST_CASE("stream: deadlines, refused connections, would-block") {
 
 TEST_CASE("stream: half-close lets the peer read EOF and still write back") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     std::error_code ec;
     CHECK(p.client.write(bytes("request"), ec) == 7);
     p.client.shutdown_write(ec);
@@ -99,7 +99,7 @@ TEST_CASE("stream: half-close lets the peer read EOF and still write back") {
 
 TEST_CASE("stream: abort gives the peer connection_reset") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     std::error_code ec;
     p.client.abort();
     CHECK(!p.client.is_open());
@@ -111,7 +111,7 @@ TEST_CASE("stream: abort gives the peer connection_reset") {
 }
 
 TEST_CASE("stream: vipl+tcp really listens on the URI's TCP port") {
-    auto l = ct::bind_free("vipl+tcp://127.0.0.1");
+    auto l = vt::bind_free("vipl+tcp://127.0.0.1");
     char port[8];
     std::snprintf(port, sizeof port, ":%04X", l.uri().port);
     std::ifstream f("/proc/self/net/tcp");
@@ -125,7 +125,7 @@ TEST_CASE("stream: vipl+tcp really listens on the URI's TCP port") {
 
 TEST_CASE("stream: close gives up at its deadline when the peer never takes the data") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     std::error_code ec;
     CHECK(p.client.write(bytes("unread"), ec) == 6);
     auto t0 = vipl::Clock::now();
@@ -141,14 +141,14 @@ TEST_CASE("stream: close gives up at its deadline when the peer never takes the 
 
 TEST_CASE("stream: a port served by another process is address_in_use") {
     std::string base = CT_PROVIDER();
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     std::string uri = l.uri().to_string();
-    int pid = ct::spawn([&] {
+    int pid = vt::spawn([&] {
         std::error_code ec;
         auto other = vipl::Listener::bind(uri, ec);
         return ec == std::errc::address_in_use ? 0 : 1;
     });
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
 }
 
 TEST_CASE("stream: a reader that lags holds small writes by their bytes, not a buffer each") {
@@ -158,11 +158,11 @@ TEST_CASE("stream: a reader that lags holds small writes by their bytes, not a b
     std::string base = CT_PROVIDER();
     vipl::StreamOptions o;
     o.hold_back = false; // what the socket interposer uses: every write leaves at once
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     p.client.set_nonblocking(true);
     constexpr size_t kPiece = 100, kTotal = 500 * kPiece;
     std::vector<std::byte> out(kTotal);
-    ct::fill(out.data(), kTotal, 0, 7);
+    vt::fill(out.data(), kTotal, 0, 7);
     size_t taken = 0;
     for (int i = 0; i < 5000 && taken < kTotal; ++i) {
         std::error_code ec;
@@ -179,8 +179,8 @@ TEST_CASE("stream: a reader that lags holds small writes by their bytes, not a b
     CHECK(c.bytes_in == kTotal);
     CHECK(c.joined_in >= c.messages_in - 32);
     std::vector<std::byte> in(kTotal);
-    REQUIRE(ct::read_exact(p.server, in.data(), in.size()));
-    CHECK(ct::check(in.data(), in.size(), 0, 7) == -1);
+    REQUIRE(vt::read_exact(p.server, in.data(), in.size()));
+    CHECK(vt::check(in.data(), in.size(), 0, 7) == -1);
 }
 
 TEST_CASE("stream: a blocking reader is woken by the reply, not also when the peer takes "
@@ -188,7 +188,7 @@ TEST_CASE("stream: a blocking reader is woken by the reply, not also when the pe
     std::string base = CT_PROVIDER();
     vipl::StreamOptions o;
     o.spin_us = 0; // every wait sleeps: each wake-up is a doorbell
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     constexpr int kRounds = 50;
     // The server takes each request, works 2 ms, then answers: a client woken when the
     // request is taken would find nothing, sleep again and need a second doorbell.

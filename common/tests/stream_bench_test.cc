@@ -81,9 +81,9 @@ double run(const std::string &base, const Mode &m, int iters) {
     o.spin_us = m.spin_us;
     o.shareable = m.shareable;
     o.ready_fd = m.ready_fd;
-    auto l = ct::bind_free(base, o);
+    auto l = vt::bind_free(base, o);
     const int peer_cpu = getenv("STREAM_BENCH_SAME") ? 0 : 1;
-    int pid = ct::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
+    int pid = vt::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
         pin(peer_cpu);
         s.set_nonblocking(m.poll_fd);
         std::byte b[8];
@@ -93,7 +93,7 @@ double run(const std::string &base, const Mode &m, int iters) {
             if (s.write(b, ec) != sizeof b) return 3;
         }
     });
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     pin(0);
     s.set_nonblocking(m.poll_fd);
     std::byte b[8]{};
@@ -109,7 +109,7 @@ double run(const std::string &base, const Mode &m, int iters) {
             ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
     }
     s.close(deadline_in(5s));
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
     std::sort(ns.begin(), ns.end());
     return ns[ns.size() / 2];
 }

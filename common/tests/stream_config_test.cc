@@ -125,15 +125,15 @@ TEST_CASE("config: options from the environment drive a stream") {
     std::error_code ec;
     auto o = vipl::stream_options_from_env(ec);
     REQUIRE(!ec);
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     CHECK(p.client.options().buffer_size == 4096);
     CHECK(p.server.options().buffer_size == 4096);
     std::vector<std::byte> buf(100000), in(100000);
-    ct::fill(buf.data(), buf.size(), 0, 1);
+    vt::fill(buf.data(), buf.size(), 0, 1);
     // The writer closes (in order) after writing: data held back by flow control leaves
     // only inside its calls.
     std::thread w([&] {
-        ct::write_all(p.client, buf.data(), buf.size());
+        vt::write_all(p.client, buf.data(), buf.size());
         p.client.close(vipl::deadline_in(5s));
     });
     size_t got = 0;
@@ -144,7 +144,7 @@ TEST_CASE("config: options from the environment drive a stream") {
     }
     w.join();
     CHECK(got == in.size());
-    CHECK(ct::check(in.data(), got, 0, 1) == -1);
+    CHECK(vt::check(in.data(), got, 0, 1) == -1);
     CHECK(!ec);
     CHECK(p.server.counters().messages_in >= buf.size() / 4096); // 4 KiB messages
 }

@@ -129,16 +129,16 @@ int hostile(Scribble what, int go_fd) {
 int echo(vipl::Stream &s) {
     std::byte buf[64];
     for (;;) {
-        if (!ct::read_exact(s, buf, sizeof buf, 20s)) return 0;
-        if (!ct::write_all(s, buf, sizeof buf)) return 3;
+        if (!vt::read_exact(s, buf, sizeof buf, 20s)) return 0;
+        if (!vt::write_all(s, buf, sizeof buf)) return 3;
     }
 }
 
 void exchange(vipl::Stream &s, uint32_t seed) {
     std::byte out[64], in[64];
-    ct::fill(out, sizeof out, 0, seed);
-    REQUIRE(ct::write_all(s, out, sizeof out));
-    REQUIRE(ct::read_exact(s, in, sizeof in, 10s));
+    vt::fill(out, sizeof out, 0, seed);
+    REQUIRE(vt::write_all(s, out, sizeof out));
+    REQUIRE(vt::read_exact(s, in, sizeof in, 10s));
     REQUIRE(memcmp(in, out, sizeof in) == 0);
 }
 
@@ -152,20 +152,20 @@ TEST_CASE("stream: a client scribbling the memory it shares with the server ends
     INFO(name(what) << (shareable ? ", shareable server streams" : ", private server streams"));
     vipl::StreamOptions o;
     o.shareable = shareable;
-    auto l = ct::bind_free("vipl+shm://127.0.0.1", o);
+    auto l = vt::bind_free("vipl+shm://127.0.0.1", o);
 
-    int honest = ct::spawn_client(l.uri(), {}, echo);
-    auto hs = ct::accept_one(l);
+    int honest = vt::spawn_client(l.uri(), {}, echo);
+    auto hs = vt::accept_one(l);
     exchange(hs, 1);
 
     int go[2];
     REQUIRE(pipe2(go, O_CLOEXEC) == 0);
-    int bad = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &) {
+    int bad = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &) {
         close(go[1]);
         return hostile(what, go[0]);
     });
     close(go[0]);
-    auto vs = ct::accept_one(l);
+    auto vs = vt::accept_one(l);
 
     // Read (and, for the counter, write) until the stream fails; an honest peer
     // that stays would leave it open for ever.
@@ -197,10 +197,10 @@ TEST_CASE("stream: a client scribbling the memory it shares with the server ends
     // The hostile client was still there: nothing but its writes ended the stream.
     CHECK(write(go[1], "x", 1) == 1);
     close(go[1]);
-    CHECK(ct::wait_child(bad) == 0);
+    CHECK(vt::wait_child(bad) == 0);
 
     exchange(hs, 2);
     vs.abort();
     hs.close(deadline_in(5s));
-    CHECK(ct::wait_child(honest) == 0);
+    CHECK(vt::wait_child(honest) == 0);
 }

@@ -14,7 +14,7 @@ namespace {
 // writer's data held back by flow control leaves as it is called too.
 size_t await_readable(vipl::Stream &s, size_t n, vipl::Stream &writer) {
     size_t got = 0;
-    ct::wait_for(
+    vt::wait_for(
         [&] {
             std::error_code ec;
             writer.progress(ec);
@@ -28,13 +28,13 @@ std::string peek_text(vipl::Stream &s, size_t max, std::error_code &ec,
                       vipl::Deadline d = deadline_in(5s)) {
     std::vector<std::byte> b(max);
     size_t n = s.peek(b, d, ec);
-    return ct::text(b.data(), n);
+    return vt::text(b.data(), n);
 }
 
 std::string read_text(vipl::Stream &s, size_t max, std::error_code &ec) {
     std::vector<std::byte> b(max);
     size_t n = s.read(b, deadline_in(5s), ec);
-    return ct::text(b.data(), n);
+    return vt::text(b.data(), n);
 }
 
 } // namespace
@@ -45,7 +45,7 @@ TEST_CASE("stream: peek leaves the bytes for read; readable_bytes counts them") 
     INFO(base << (shared ? " shareable" : " private"));
     vipl::StreamOptions o;
     o.shareable = shared;
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     std::error_code ec;
     CHECK(p.server.readable_bytes() == 0);
     std::byte one[1];
@@ -59,7 +59,7 @@ TEST_CASE("stream: peek leaves the bytes for read; readable_bytes counts them") 
     // Three writes, each its own message (the reader takes each before the next).
     for (const char *w : {"hello", " ", "world"}) {
         size_t before = p.server.readable_bytes();
-        CHECK(p.client.write(ct::bytes(w), ec) == std::strlen(w));
+        CHECK(p.client.write(vt::bytes(w), ec) == std::strlen(w));
         CHECK(await_readable(p.server, before + std::strlen(w), p.client) ==
               before + std::strlen(w));
     }
@@ -76,7 +76,7 @@ TEST_CASE("stream: peek leaves the bytes for read; readable_bytes counts them") 
     std::thread late([&] {
         std::this_thread::sleep_for(100ms);
         std::error_code wec;
-        p.client.write(ct::bytes("late"), wec);
+        p.client.write(vt::bytes("late"), wec);
     });
     CHECK(peek_text(p.server, 100, ec, vipl::kNever) == "late");
     late.join();
@@ -99,16 +99,16 @@ TEST_CASE("stream: peek and readable_bytes with many buffers of data in line") {
     vipl::StreamOptions o;
     o.shareable = shared;
     o.buffer_size = 16 * 1024;
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     const size_t kTotal = 100000; // seven messages
-    REQUIRE(ct::write_pattern(p.client, kTotal, 9, kTotal));
+    REQUIRE(vt::write_pattern(p.client, kTotal, 9, kTotal));
     CHECK(await_readable(p.server, kTotal, p.client) == kTotal);
     std::vector<std::byte> b(kTotal + 10);
     std::error_code ec;
     CHECK(p.server.peek(b, ec) == kTotal);
-    CHECK(ct::check(b.data(), kTotal, 0, 9) < 0);
+    CHECK(vt::check(b.data(), kTotal, 0, 9) < 0);
     CHECK(p.server.peek({b.data(), 20000}, ec) == 20000);
-    CHECK(ct::read_pattern(p.server, kTotal, 9) == kTotal);
+    CHECK(vt::read_pattern(p.server, kTotal, 9) == kTotal);
     CHECK(p.server.readable_bytes() == 0);
 }
 
@@ -117,18 +117,18 @@ TEST_CASE("stream: peek at a zero-copy write takes it through the receive buffer
     INFO(base);
     vipl::StreamOptions o;
     o.zcopy_threshold = 64 * 1024;
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     const size_t kBig = 300 * 1024;
-    std::thread writer([&] { ct::write_pattern(p.client, kBig, 4, kBig); }); // zero copy
+    std::thread writer([&] { vt::write_pattern(p.client, kBig, 4, kBig); }); // zero copy
     std::vector<std::byte> b(kBig);
     std::error_code ec;
     size_t n = p.server.peek(b, deadline_in(10s), ec); // the writer's thread is in write()
     CHECK(!ec);
     CHECK(n > 0);
     CHECK(n <= o.buffer_size); // one piece of a region at a time
-    CHECK(ct::check(b.data(), n, 0, 4) < 0);
+    CHECK(vt::check(b.data(), n, 0, 4) < 0);
     CHECK(p.server.readable_bytes() == n);
-    CHECK(ct::read_pattern(p.server, kBig, 4) == kBig);
+    CHECK(vt::read_pattern(p.server, kBig, 4) == kBig);
     writer.join();
     CHECK(p.client.counters().bytes_zcopy == kBig);
 }

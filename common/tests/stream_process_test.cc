@@ -24,8 +24,8 @@ int writer_child(const std::string &uri, uint64_t total, uint32_t seed, size_t m
     uint64_t off = 0;
     while (off < total) {
         size_t n = std::min<uint64_t>(total - off, 1 + rng() % max_write);
-        ct::fill(buf.data(), n, off, seed);
-        if (!ct::write_all(s, buf.data(), n)) return 3;
+        vt::fill(buf.data(), n, off, seed);
+        if (!vt::write_all(s, buf.data(), n)) return 3;
         off += n;
     }
     return s.close(deadline_in(20s)) ? 4 : 0;
@@ -42,7 +42,7 @@ uint64_t read_check(vipl::Stream &s, uint32_t seed, size_t max_read, uint32_t rs
         size_t n = s.read({buf.data(), want}, deadline_in(20s), ec);
         if (ec) return off;
         if (n == 0) return off;
-        int64_t bad = ct::check(buf.data(), n, off, seed);
+        int64_t bad = vt::check(buf.data(), n, off, seed);
         if (bad >= 0) {
             FAIL("mismatch at offset " << bad);
         }
@@ -56,16 +56,16 @@ uint64_t read_check(vipl::Stream &s, uint32_t seed, size_t max_read, uint32_t rs
 TEST_CASE("stream: random write and read sizes arrive byte for byte (child writer)") {
     std::string base = CT_PROVIDER();
     for (uint32_t seed : {1u, 2u}) {
-        auto l = ct::bind_free(base);
+        auto l = vt::bind_free(base);
         uint64_t total = 12u << 20;
         size_t max_write = seed == 1 ? (1u << 20) : 3000;
         int pid =
-            ct::spawn([&] { return writer_child(l.uri().to_string(), total, seed, max_write); });
+            vt::spawn([&] { return writer_child(l.uri().to_string(), total, seed, max_write); });
         std::error_code ec;
-        auto s = ct::accept_one(l);
+        auto s = vt::accept_one(l);
         CHECK(read_check(s, seed, seed == 1 ? 100000 : (1u << 20), seed * 7, ec) == total);
         CHECK(!ec);
-        CHECK(ct::wait_child(pid) == 0);
+        CHECK(vt::wait_child(pid) == 0);
         auto c = s.counters();
         CHECK(c.bytes_in == total);
     }
@@ -78,29 +78,29 @@ TEST_CASE("stream: a slow reader loses nothing, a non-blocking writer gets would
         o.recv_buffers = 4;
         o.buffer_size = 16 * 1024;
         o.send_buffers = 4;
-        auto l = ct::bind_free(base, o);
+        auto l = vt::bind_free(base, o);
         uint64_t total = 4u << 20;
-        int pid = ct::spawn([&] { return writer_child(l.uri().to_string(), total, 9, 50000, o); });
+        int pid = vt::spawn([&] { return writer_child(l.uri().to_string(), total, 9, 50000, o); });
         std::error_code ec;
-        auto s = ct::accept_one(l);
+        auto s = vt::accept_one(l);
         std::this_thread::sleep_for(300ms); // the writer runs out of credits meanwhile
         CHECK(read_check(s, 9, 40000, 3, ec, 2ms) == total);
         CHECK(!ec);
-        CHECK(ct::wait_child(pid) == 0);
+        CHECK(vt::wait_child(pid) == 0);
     }
     SECTION("non-blocking writer, nobody reading") {
         vipl::StreamOptions o;
         o.recv_buffers = 4;
         o.buffer_size = 8 * 1024;
         o.send_buffers = 4;
-        auto p = ct::connect_pair(base, o);
+        auto p = vt::connect_pair(base, o);
         p.client.set_nonblocking(true);
         std::vector<std::byte> chunk(5000);
         uint64_t written = 0;
         std::error_code ec;
         int rounds = 0;
         for (; rounds < 1000; ++rounds) {
-            ct::fill(chunk.data(), chunk.size(), written, 5);
+            vt::fill(chunk.data(), chunk.size(), written, 5);
             size_t n = p.client.write(chunk, ec);
             if (ec) break;
             CHECK(n > 0);
@@ -125,7 +125,7 @@ TEST_CASE("stream: a slow reader loses nothing, a non-blocking writer gets would
             REQUIRE(!ec);
             got += n;
         }
-        CHECK(ct::check(buf.data(), got, 0, 5) == -1);
+        CHECK(vt::check(buf.data(), got, 0, 5) == -1);
         p.client.progress(ec);
         CHECK(p.client.write(chunk, ec) > 0);
     }
@@ -133,28 +133,28 @@ TEST_CASE("stream: a slow reader loses nothing, a non-blocking writer gets would
 
 TEST_CASE("stream: orderly close delivers everything written before it") {
     std::string base = CT_PROVIDER();
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     uint64_t total = 3u << 20;
     // The child closes and exits at once: close() must not lose what is in flight.
-    int pid = ct::spawn([&] { return writer_child(l.uri().to_string(), total, 11, 70000); });
+    int pid = vt::spawn([&] { return writer_child(l.uri().to_string(), total, 11, 70000); });
     std::error_code ec;
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     std::this_thread::sleep_for(100ms);
     CHECK(read_check(s, 11, 1u << 20, 1, ec) == total);
     CHECK(!ec);
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
 }
 
 TEST_CASE("stream: a peer killed mid-transfer gives an error, not a hang") {
     std::string base = CT_PROVIDER();
     INFO(base);
-    auto l = ct::bind_free(base);
-    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) -> int {
+    auto l = vt::bind_free(base);
+    int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &s) -> int {
         std::vector<std::byte> buf(100000);
-        for (;;) ct::write_all(s, buf.data(), buf.size());
+        for (;;) vt::write_all(s, buf.data(), buf.size());
     });
     std::error_code ec;
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     std::vector<std::byte> buf(65536);
     uint64_t got = 0;
     while (got < (2u << 20)) {
@@ -166,7 +166,7 @@ TEST_CASE("stream: a peer killed mid-transfer gives an error, not a hang") {
     while (!ec) s.read(buf, deadline_in(10s), ec);
     CHECK(ec == std::errc::connection_reset);
     CHECK(vipl::Clock::now() - t0 < 5s);
-    CHECK(ct::wait_child(pid) == 128 + SIGKILL);
+    CHECK(vt::wait_child(pid) == 128 + SIGKILL);
     CHECK(s.write(buf, ec) == 0);
     CHECK(ec);
 }

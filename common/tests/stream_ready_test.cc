@@ -33,7 +33,7 @@ uint64_t fill_up(vipl::Stream &w, uint64_t off, uint32_t seed, int limit = 0) {
             std::this_thread::sleep_for(20ms);
             if (!(w.events() & POLLOUT)) return off;
         }
-        ct::fill(buf, sizeof buf, off, seed);
+        vt::fill(buf, sizeof buf, off, seed);
         std::error_code ec;
         size_t n = w.write(buf, ec);
         CHECK(n > 0);
@@ -48,15 +48,15 @@ uint64_t fill_up(vipl::Stream &w, uint64_t off, uint32_t seed, int limit = 0) {
 
 TEST_CASE("stream: events() and fd() report writability truthfully to a slow reader") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base, small_options());
+    auto p = vt::connect_pair(base, small_options());
     vipl::Stream &w = p.client;
     w.set_nonblocking(true);
     int fd = w.fd();
     CHECK(w.fd_events() == POLLIN);
     CHECK((w.events() & (POLLIN | POLLOUT)) == POLLOUT);
-    CHECK(!ct::readable(fd, 0)); // writable, but only POLLIN was asked for
+    CHECK(!vt::readable(fd, 0)); // writable, but only POLLIN was asked for
     w.set_fd_events(POLLOUT);
-    CHECK(ct::readable(fd, 0));
+    CHECK(vt::readable(fd, 0));
 
     uint64_t off = fill_up(w, 0, 5);
     CHECK(off > 0);
@@ -67,7 +67,7 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
     // Nobody reads: any wake-up now is spurious and must not claim writability.
     auto quiet_end = vipl::Clock::now() + 150ms;
     while (vipl::Clock::now() < quiet_end)
-        if (ct::readable(fd, 50)) CHECK(!(w.events() & POLLOUT));
+        if (vt::readable(fd, 50)) CHECK(!(w.events() & POLLOUT));
 
     // The reader drains; the writer waits on fd() alone until write() takes bytes again.
     uint64_t got = 0;
@@ -82,7 +82,7 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
             std::error_code rec;
             size_t n = p.server.read(rb, deadline_in(5s), rec);
             if (rec || n == 0) return;
-            CHECK(ct::check(rb, n, got, 5) == -1);
+            CHECK(vt::check(rb, n, got, 5) == -1);
             got += n;
         }
     });
@@ -101,7 +101,7 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
     w.shutdown_write(ec);
     // Data held back by flow control leaves only inside the writer's calls.
     while (!done) {
-        ct::readable(fd, 50);
+        vt::readable(fd, 50);
         w.events();
     }
     reader.join();
@@ -112,9 +112,9 @@ TEST_CASE("stream: events() and fd() report writability truthfully to a slow rea
 TEST_CASE("stream: a poll() loop on fd() writes to a slow reader child") {
     std::string base = CT_PROVIDER();
     auto o = small_options();
-    auto l = ct::bind_free(base, o);
+    auto l = vt::bind_free(base, o);
     constexpr uint64_t kTotal = 1 << 20;
-    int pid = ct::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
+    int pid = vt::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
         std::error_code ec;
         std::vector<std::byte> buf(16 * 1024);
         uint64_t got = 0;
@@ -122,14 +122,14 @@ TEST_CASE("stream: a poll() loop on fd() writes to a slow reader child") {
             size_t n = s.read(buf, deadline_in(10s), ec);
             if (ec) return 3;
             if (n == 0) break;
-            if (ct::check(buf.data(), n, got, 9) != -1) return 4;
+            if (vt::check(buf.data(), n, got, 9) != -1) return 4;
             got += n;
             if (i % 8 == 0) std::this_thread::sleep_for(1ms);
         }
         return got == kTotal ? 0 : 5;
     });
     std::error_code ec;
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     s.set_nonblocking(true);
     s.set_fd_events(POLLOUT);
     std::vector<std::byte> buf(64 * 1024);
@@ -138,12 +138,12 @@ TEST_CASE("stream: a poll() loop on fd() writes to a slow reader child") {
     auto end = vipl::Clock::now() + 10s;
     while (off < kTotal && vipl::Clock::now() < end) {
         size_t len = std::min<uint64_t>(buf.size(), kTotal - off);
-        ct::fill(buf.data(), len, off, 9);
+        vt::fill(buf.data(), len, off, 9);
         size_t n = s.write({buf.data(), len}, ec);
         off += n;
         if (ec == std::errc::operation_would_block) {
             ++waits;
-            REQUIRE(ct::readable(s.fd(), 5000));
+            REQUIRE(vt::readable(s.fd(), 5000));
             if (!(s.events() & POLLOUT)) ++false_wakes;
         } else {
             REQUIRE(!ec);
@@ -154,5 +154,5 @@ TEST_CASE("stream: a poll() loop on fd() writes to a slow reader child") {
     INFO("waits " << waits << " spurious " << false_wakes);
     CHECK(false_wakes <= waits);
     CHECK(!s.close(deadline_in(10s)));
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
 }

@@ -51,11 +51,11 @@ TEST_CASE("stream without ready_fd: fd() is the VI's wait fd; no eventfd is kept
     INFO(base);
     vipl::StreamOptions with, without;
     without.ready_fd = false;
-    int fds0 = ct::count_fds();
-    auto a = ct::connect_pair(base, with);
-    int fds1 = ct::count_fds();
-    auto b = ct::connect_pair(base, without);
-    int fds2 = ct::count_fds();
+    int fds0 = vt::count_fds();
+    auto a = vt::connect_pair(base, with);
+    int fds1 = vt::count_fds();
+    auto b = vt::connect_pair(base, without);
+    int fds2 = vt::count_fds();
     // Two streams each: an epoll fd and an eventfd fewer per stream.
     CHECK(fds2 - fds1 == fds1 - fds0 - 4);
     CHECK(b.client.fd() >= 0);
@@ -73,7 +73,7 @@ TEST_CASE("stream without ready_fd: poll and epoll on fd() wake readers and writ
     o.recv_buffers = 2;
     o.send_buffers = 2;
     o.buffer_size = 4096;
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     p.server.set_nonblocking(true);
     p.client.set_nonblocking(true);
     int sleeps = 0;
@@ -83,14 +83,14 @@ TEST_CASE("stream without ready_fd: poll and epoll on fd() wake readers and writ
             std::thread writer([&] {
                 std::this_thread::sleep_for(round % 2 ? 20ms : 0ms);
                 std::error_code ec;
-                p.client.write(ct::bytes("0123456789"), ec);
+                p.client.write(vt::bytes("0123456789"), ec);
             });
             REQUIRE((wait_events(p.server, POLLIN, how, &sleeps) & POLLIN));
             writer.join();
             std::byte b[10];
             std::error_code ec;
             CHECK(p.server.read(b, ec) == 10);
-            CHECK(ct::text(b, 10) == "0123456789");
+            CHECK(vt::text(b, 10) == "0123456789");
         }
         CHECK(sleeps > 0);
         std::thread closer([&] {
@@ -112,7 +112,7 @@ TEST_CASE("stream without ready_fd: poll and epoll on fd() wake readers and writ
         uint64_t written = 0;
         std::error_code ec;
         for (int i = 0; i < 100; ++i) {
-            ct::fill(chunk.data(), chunk.size(), written, 3);
+            vt::fill(chunk.data(), chunk.size(), written, 3);
             size_t n = p.client.write(chunk, ec);
             if (ec) break;
             written += n;
@@ -137,7 +137,7 @@ TEST_CASE("stream without ready_fd: poll and epoll on fd() wake readers and writ
         CHECK((e & POLLOUT));
         CHECK(sleeps > 0);
         // What flow control held back leaves as this side calls the stream.
-        ct::wait_for(
+        vt::wait_for(
             [&] {
                 p.client.progress(ec);
                 return read.load() > 0;

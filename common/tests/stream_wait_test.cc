@@ -33,12 +33,12 @@ void on_alarm(int) {}
 
 TEST_CASE("stream: the wait fd polls readable exactly when data is there") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     p.server.set_nonblocking(true);
     int fd = p.server.fd();
     REQUIRE(fd >= 0);
     drain(p.server); // takes the initial credit grant
-    CHECK(!ct::readable(fd, 0));
+    CHECK(!vt::readable(fd, 0));
 
     std::error_code ec;
     std::thread writer([&] {
@@ -47,27 +47,27 @@ TEST_CASE("stream: the wait fd polls readable exactly when data is there") {
         std::memset(b, 'a', sizeof b);
         p.client.write(b, ec);
     });
-    CHECK(ct::readable(fd, 3000));
+    CHECK(vt::readable(fd, 3000));
     writer.join();
     // Read a part only: the rest is held by the stream, the fd must stay readable.
     std::byte one[100];
     CHECK(p.server.read(one, ec) == 100);
-    CHECK(ct::readable(fd, 0));
+    CHECK(vt::readable(fd, 0));
     CHECK(drain(p.server) == 200);
-    CHECK(!ct::readable(fd, 0));
+    CHECK(!vt::readable(fd, 0));
 
     // End of stream is readable too.
     std::thread closer([&] { p.client.shutdown_write(ec); });
     closer.join();
-    CHECK(ct::readable(fd, 3000));
+    CHECK(vt::readable(fd, 3000));
     CHECK(p.server.read(one, ec) == 0);
     CHECK(!ec);
-    CHECK(ct::readable(fd, 0));
+    CHECK(vt::readable(fd, 0));
 }
 
 TEST_CASE("stream: a blocking read interrupted by a signal returns interrupted, losing nothing") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     struct sigaction sa {};
     sa.sa_handler = on_alarm;
     sa.sa_flags = SA_RESTART; // VIPL-style calls end anyway
@@ -100,8 +100,8 @@ TEST_CASE("stream: 64 concurrent connections, served with poll()") {
     o.buffer_size = 8 * 1024;
     o.send_buffers = 4;
     o.nonblocking = true;
-    auto l = ct::bind_free(base, o);
-    int pid = ct::spawn([&] {
+    auto l = vt::bind_free(base, o);
+    int pid = vt::spawn([&] {
         vipl::StreamOptions co = o;
         co.nonblocking = false;
         std::vector<vipl::Stream> conns;
@@ -114,8 +114,8 @@ TEST_CASE("stream: 64 concurrent connections, served with poll()") {
         // Interleave: 4 KiB to each connection in turn.
         for (size_t off = 0; off < kBytes; off += 4096)
             for (int i = 0; i < kConns; ++i) {
-                ct::fill(buf.data(), 4096, off, i);
-                if (!ct::write_all(conns[i], buf.data(), 4096)) return 11;
+                vt::fill(buf.data(), 4096, off, i);
+                if (!vt::write_all(conns[i], buf.data(), 4096)) return 11;
             }
         for (auto &c : conns)
             if (c.close(deadline_in(20s))) return 12;
@@ -148,12 +148,12 @@ TEST_CASE("stream: 64 concurrent connections, served with poll()") {
                     --open;
                     break;
                 }
-                REQUIRE(ct::check(buf.data(), n, got[i], i) == -1);
+                REQUIRE(vt::check(buf.data(), n, got[i], i) == -1);
                 got[i] += n;
             }
         }
     }
     CHECK(open == 0);
     for (int i = 0; i < kConns; ++i) CHECK(got[i] == kBytes);
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
 }

@@ -49,7 +49,7 @@ uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed, Reader how =
             continue;
         }
         if (ec || n == 0) break;
-        if (ct::check(buf.data(), n, off, seed) >= 0) break;
+        if (vt::check(buf.data(), n, off, seed) >= 0) break;
         off += n;
     }
     return off;
@@ -63,7 +63,7 @@ TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
     INFO("reader " << static_cast<int>(how));
     vipl::StreamOptions o;
     o.zcopy_threshold = 64 * 1024;
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     // Small (buffered), large (zero copy), small, odd-sized large, exactly the threshold.
     const std::vector<size_t> sizes{100, 1 << 20, 3, 200 * 1024 + 13, 1, 3 << 20 | 5, 64 * 1024, 5};
     uint64_t total = 0, large = 0;
@@ -76,7 +76,7 @@ TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
     std::vector<std::byte> buf(4 << 20);
     uint64_t off = 0;
     for (size_t n : sizes) {
-        ct::fill(buf.data(), n, off, 7);
+        vt::fill(buf.data(), n, off, 7);
         std::error_code ec;
         CHECK(p.client.write({buf.data(), n}, ec) == n);
         CHECK(!ec);
@@ -93,11 +93,11 @@ TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 
     std::string base = CT_PROVIDER();
     vipl::StreamOptions o;
     o.zcopy_threshold = 0;
-    auto p = ct::connect_pair(base, o);
+    auto p = vt::connect_pair(base, o);
     o.zcopy_threshold = 64 * 1024;
-    auto q = ct::connect_pair(base, o);
+    auto q = vt::connect_pair(base, o);
     std::vector<std::byte> buf(256 * 1024);
-    ct::fill(buf.data(), buf.size(), 0, 3);
+    vt::fill(buf.data(), buf.size(), 0, 3);
     uint64_t got_p = 0, got_q = 0;
     std::thread reader([&] {
         got_p = read_check(p.server, buf.size(), 3);
@@ -107,7 +107,7 @@ TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 
     CHECK(p.client.write(buf, ec) == buf.size());
     // A deadline keeps the copying path (the write must be able to return in time).
     CHECK(q.client.write(buf, deadline_in(10s), ec) == buf.size());
-    ct::fill(buf.data(), buf.size(), buf.size(), 3);
+    vt::fill(buf.data(), buf.size(), buf.size(), 3);
     q.client.set_nonblocking(true);
     size_t done = 0;
     auto end = vipl::Clock::now() + 10s;
@@ -124,17 +124,17 @@ TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 
 
 TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what was sent") {
     std::string base = CT_PROVIDER();
-    auto l = ct::bind_free(base);
+    auto l = vt::bind_free(base);
     constexpr uint64_t kTotal = 6u << 20;
-    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
+    int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
         std::this_thread::sleep_for(400ms); // the writer's signal comes meanwhile
         if (read_check(s, kTotal, 11, Reader::random) != kTotal) return 3;
         return s.close(deadline_in(10s)) ? 4 : 0;
     });
     std::error_code ec;
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     std::vector<std::byte> buf(kTotal);
-    ct::fill(buf.data(), buf.size(), 0, 11);
+    vt::fill(buf.data(), buf.size(), 0, 11);
 
     struct sigaction sa {};
     sa.sa_handler = on_alarm;
@@ -153,20 +153,20 @@ TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what
     // It waited for the reader (who starts after 400 ms) to take what was under way.
     CHECK(took >= 300ms);
     // The rest follows on; the child checks every byte.
-    CHECK(ct::write_all(s, buf.data() + n, kTotal - n));
+    CHECK(vt::write_all(s, buf.data() + n, kTotal - n));
     CHECK(!s.close(deadline_in(10s)));
-    CHECK(ct::wait_child(pid) == 0);
+    CHECK(vt::wait_child(pid) == 0);
 }
 
 TEST_CASE("stream: two ends that both write large buffers before reading do not deadlock") {
     std::string base = CT_PROVIDER();
     // Both zero-copy, or one of them copying (a deadline) while the other offers regions.
     bool both = GENERATE(true, false);
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     constexpr size_t kBytes = 3 << 20;
     auto run = [&](vipl::Stream &s, uint32_t out_seed, uint32_t in_seed, bool copy) {
         std::vector<std::byte> buf(kBytes);
-        ct::fill(buf.data(), kBytes, 0, out_seed);
+        vt::fill(buf.data(), kBytes, 0, out_seed);
         std::error_code ec;
         size_t n = copy ? s.write(buf, deadline_in(10s), ec) : s.write(buf, ec);
         CHECK(n == kBytes);
@@ -191,15 +191,15 @@ TEST_CASE("stream: two ends that both write large buffers before reading do not 
 
 TEST_CASE("stream: a reader that closes releases a zero-copy writer") {
     std::string base = CT_PROVIDER();
-    auto p = ct::connect_pair(base);
+    auto p = vt::connect_pair(base);
     std::vector<std::byte> buf(8 << 20);
-    ct::fill(buf.data(), buf.size(), 0, 13);
+    vt::fill(buf.data(), buf.size(), 0, 13);
     std::thread reader([&] {
         std::byte b[100];
         std::error_code ec;
         size_t n = p.server.read(b, deadline_in(10s), ec); // part of the first region
         CHECK(n > 0);
-        CHECK(ct::check(b, n, 0, 13) == -1);
+        CHECK(vt::check(b, n, 0, 13) == -1);
         CHECK(!p.server.close(deadline_in(10s)));
     });
     std::error_code ec;
@@ -216,13 +216,13 @@ TEST_CASE("stream: a reader that closes releases a zero-copy writer") {
 
 TEST_CASE("stream: a zero-copy write to a peer that dies returns and later writes fail") {
     std::string base = CT_PROVIDER();
-    auto l = ct::bind_free(base);
-    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &) {
+    auto l = vt::bind_free(base);
+    int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &) {
         pause();
         return 0;
     });
     std::error_code ec;
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     std::thread killer([&] {
         std::this_thread::sleep_for(200ms);
         kill(pid, SIGKILL);
@@ -234,21 +234,21 @@ TEST_CASE("stream: a zero-copy write to a peer that dies returns and later write
     CHECK(ec);
     CHECK(vipl::Clock::now() - t0 < 15s);
     killer.join();
-    ct::wait_child(pid);
+    vt::wait_child(pid);
     s.abort();
 }
 
 TEST_CASE("stream: a reader whose zero-copy writer dies mid-region gets an error") {
     std::string base = CT_PROVIDER();
-    auto l = ct::bind_free(base);
-    int pid = ct::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
+    auto l = vt::bind_free(base);
+    int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
         std::error_code ec;
         std::vector<std::byte> buf(64 << 20);
         s.write(buf, ec); // killed in here
         return 0;
     });
     std::error_code ec;
-    auto s = ct::accept_one(l);
+    auto s = vt::accept_one(l);
     std::vector<std::byte> buf(256 * 1024);
     uint64_t got = 0;
     auto t0 = vipl::Clock::now();
@@ -263,7 +263,7 @@ TEST_CASE("stream: a reader whose zero-copy writer dies mid-region gets an error
     CHECK(killed);
     CHECK(ec == std::errc::connection_reset);
     CHECK(got < (64u << 20));
-    ct::wait_child(pid);
+    vt::wait_child(pid);
 }
 
 // Run by hand: vipl-common-tests "[.zcopy-bench]" (prints MB/s, asserts nothing timed).
@@ -277,8 +277,8 @@ TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
     for (uint32_t threshold : {0u, 1u, 0u, 1u}) {
         vipl::StreamOptions o;
         o.zcopy_threshold = threshold;
-        auto l = ct::bind_free(base, o);
-        int pid = ct::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
+        auto l = vt::bind_free(base, o);
+        int pid = vt::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
             std::error_code ec;
             std::vector<std::byte> buf(kWrite);
             uint64_t got = 0;
@@ -290,16 +290,16 @@ TEST_CASE("stream: 1 MiB writes with and without zero copy", "[.zcopy-bench]") {
             return s.close(deadline_in(10s)) ? 4 : 0;
         });
         std::error_code ec;
-        auto s = ct::accept_one(l);
+        auto s = vt::accept_one(l);
         std::vector<std::byte> buf(kWrite, std::byte{1});
         rusage r0{}, r1{}, c0{}, c1{};
         getrusage(RUSAGE_SELF, &r0);
         getrusage(RUSAGE_CHILDREN, &c0);
         auto t0 = vipl::Clock::now();
-        for (int i = 0; i < kWrites; ++i) REQUIRE(ct::write_all(s, buf.data(), buf.size()));
+        for (int i = 0; i < kWrites; ++i) REQUIRE(vt::write_all(s, buf.data(), buf.size()));
         CHECK(!s.close(deadline_in(10s)));
         double secs = std::chrono::duration<double>(vipl::Clock::now() - t0).count();
-        CHECK(ct::wait_child(pid) == 0);
+        CHECK(vt::wait_child(pid) == 0);
         getrusage(RUSAGE_SELF, &r1);
         getrusage(RUSAGE_CHILDREN, &c1);
         std::printf("%s, %d writes of %zu KiB, %-9s: %5.0f MB/s, CPU writer %.2f s reader %.2f s\n",

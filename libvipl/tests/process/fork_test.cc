@@ -25,7 +25,7 @@ void count_error(VIP_PVOID, VIP_ERROR_DESCRIPTOR *) {
 // Everything a parent can own: NIC, ptags, a region, connected and idle
 // VIs, a CQ, a pending connection request, wait fds, an error callback.
 struct Parent {
-    pt::PrivEp ep; // connected to the server, receive CQ `cq`
+    vt::PrivEp ep; // connected to the server, receive CQ `cq`
     VIP_CQ_HANDLE cq = nullptr;
     VIP_PROTECTION_HANDLE spare_ptag = nullptr;
     VIP_VI_HANDLE idle = nullptr;
@@ -37,7 +37,7 @@ struct Parent {
 // The pending request's client: a process of its own, waiting to be accepted.
 int pending_client(const std::string &disc, std::atomic<int> *result) {
     vt::Ep ep;
-    if (!ep.open(1 << 16, pt::ep_opts())) return 1;
+    if (!ep.open(1 << 16, vt::ep_opts())) return 1;
     std::vector<uint8_t> local = vt::address(ep.nic, disc + "c"),
                          remote = vt::address(ep.nic, disc);
     VIP_VI_ATTRIBUTES ra;
@@ -55,12 +55,12 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
           "[process][fork]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<pt::Board> board;
-            pt::Shared<std::atomic<int>> client_rc;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<vt::Board> board;
+            vt::Shared<std::atomic<int>> client_rc;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("fk"), disc2 = vt::unique_disc("fp");
-            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(vt::spawn_server(&*srv, disc));
 
             Parent p;
             INFO(p.ep.err);
@@ -102,7 +102,7 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
                     auto want = [&](VIP_RETURN got, const char *call,
                                     VIP_RETURN expected = VIP_INVALID_PARAMETER) {
                         if (got != expected)
-                            board->fail(n++ % pt::Board::kSlots,
+                            board->fail(n++ % vt::Board::kSlots,
                                         vt::fmt("%s: %s, expected %s", call, VipReturnString(got),
                                                 VipReturnString(expected)));
                     };
@@ -187,7 +187,7 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
 
                     // The child's own NIC: the parent's memory handle means nothing there.
                     vt::Ep own_ep;
-                    vt::Opts o = pt::ep_opts();
+                    vt::Opts o = vt::ep_opts();
                     if (!own_ep.open(1 << 16, o)) {
                         board->fail(n++, "own NIC: " + own_ep.err);
                         return n;
@@ -240,7 +240,7 @@ TEST_CASE("fork: every function called in the child with a handle of the parent 
             for (uint32_t i = 1; i <= 20; ++i) REQUIRE(p.ep.round_trip(0, i) == "");
             // The pending request is still the parent's to accept, with the idle VI and its CQ.
             REQUIRE(VipConnectAccept(p.conn, p.idle) == VIP_SUCCESS);
-            REQUIRE(pt::wait_for([&] { return client_rc->load() != 0; }, 5000));
+            REQUIRE(vt::wait_for([&] { return client_rc->load() != 0; }, 5000));
             CHECK(client_rc->load() == 1000 + VIP_SUCCESS);
             CHECK(vt::vi_state(p.idle) == VIP_STATE_CONNECTED);
             VIP_VI_HANDLE vh;
@@ -267,25 +267,25 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
                                : "the child, connected itself, is killed"));
     int status = vt::run_checked(
         [&] {
-            pt::Shared<pt::ServerStats> srv, srv2;
+            vt::Shared<vt::ServerStats> srv, srv2;
             srv->max_conns = 1;
             srv2->max_conns = 1;
             std::string disc = vt::unique_disc("fm"), disc2 = vt::unique_disc("fn");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            vt::Child server2(pt::spawn_server(&*srv2, disc2));
-            pt::PrivEp ep;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::Child server2(vt::spawn_server(&*srv2, disc2));
+            vt::PrivEp ep;
             INFO(ep.err);
             REQUIRE(ep.setup(disc));
             uint32_t seq = 0;
             for (; seq < 10; ++seq) REQUIRE(ep.round_trip(0, seq) == "");
-            pt::Shared<std::atomic<int>> child_trips;
+            vt::Shared<std::atomic<int>> child_trips;
             vt::Child child(vt::spawn_child([&] {
                 if (end == End::exits) {
                     vt::sleep_ms(150);
                     return 0;
                 }
                 if (end == End::killed_connected) {
-                    pt::PrivEp own;
+                    vt::PrivEp own;
                     if (!own.setup(disc2)) return 1;
                     for (uint32_t i = 0;; ++i) {
                         if (!own.round_trip(1, i).empty()) return 2;
@@ -298,7 +298,7 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
             double t_end = vt::now_ms() + 150;
             while (vt::now_ms() < t_end) REQUIRE(ep.round_trip(0, seq++) == "");
             if (end == End::killed_connected) {
-                CHECK(pt::wait_for([&] { return child_trips->load() > 10; }, 5000));
+                CHECK(vt::wait_for([&] { return child_trips->load() > 10; }, 5000));
             }
             if (end == End::exits) {
                 CHECK(child.wait(10) == 0);
@@ -308,7 +308,7 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
             }
             if (end == End::killed_connected) {
                 // The child's own connection ends with it; the parent's does not.
-                CHECK(pt::wait_for([&] { return srv2->ended.load() == 1; }, 1000));
+                CHECK(vt::wait_for([&] { return srv2->ended.load() == 1; }, 1000));
                 CHECK(srv2->bad.load() == 0);
             }
             vt::sleep_ms(50); // beyond the peer's liveness check
@@ -319,7 +319,7 @@ TEST_CASE("fork: the parent's connection carries messages while the child runs a
             CHECK(srv->next_seq[0].load() == seq);
             // And it ends when the parent ends it.
             ep.close();
-            CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
+            CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
             return 0;
         },
         60);
@@ -331,15 +331,15 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
           "[process][fork]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv, srv2;
-            pt::Shared<pt::Board> board;
+            vt::Shared<vt::ServerStats> srv, srv2;
+            vt::Shared<vt::Board> board;
             srv->max_conns = 1;
             srv2->max_conns = 1;
             std::string disc = vt::unique_disc("fo"), disc2 = vt::unique_disc("fq");
             std::string child_disc = vt::unique_disc("fr");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            vt::Child server2(pt::spawn_server(&*srv2, disc2));
-            pt::PrivEp ep;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::Child server2(vt::spawn_server(&*srv2, disc2));
+            vt::PrivEp ep;
             INFO(ep.err);
             REQUIRE(ep.setup(disc));
             REQUIRE(ep.round_trip(0, 0) == "");
@@ -361,7 +361,7 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
             });
             vt::sleep_ms(100);
             vt::Child child(vt::spawn_checked([&] {
-                pt::PrivEp own;
+                vt::PrivEp own;
                 if (!own.setup(disc2, 5000)) {
                     board->fail(0, "child connecting to a server: " + own.err);
                     return 1;
@@ -375,7 +375,7 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
                 }
                 // And as a server, with its parent as client.
                 vt::Ep srv_ep;
-                vt::Opts o = pt::ep_opts();
+                vt::Opts o = vt::ep_opts();
                 if (!srv_ep.open(1 << 16, o)) return 3;
                 vt::set_desc(srv_ep.desc(0), srv_ep.mem + 4096, 64, srv_ep.mh);
                 if (!srv_ep.post_recv(srv_ep.desc(0)) || !srv_ep.accept(child_disc, 10000) ||
@@ -385,7 +385,7 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
                 }
                 uint32_t s2, q2;
                 std::string why;
-                if (!pt::parse_msg(srv_ep.mem + 4096, srv_ep.desc(0)->CS.Length, &s2, &q2, &why) ||
+                if (!vt::parse_msg(srv_ep.mem + 4096, srv_ep.desc(0)->CS.Length, &s2, &q2, &why) ||
                     s2 != 7 || q2 != 7) {
                     board->fail(3, "child as server got a wrong message " + why);
                     return 5;
@@ -398,12 +398,12 @@ TEST_CASE("fork: the child opens its own NIC and connects, also while parent thr
             CHECK(listened.load() == VIP_TIMEOUT);
             // The parent, client of its child.
             vt::Ep cl;
-            vt::Opts o = pt::ep_opts();
+            vt::Opts o = vt::ep_opts();
             REQUIRE(cl.open(1 << 16, o));
             INFO(cl.err);
             REQUIRE(cl.connect(child_disc, 10000));
-            pt::make_msg(cl.mem + 4096, 7, 7);
-            vt::set_desc(cl.desc(0), cl.mem + 4096, pt::kMsgBytes, cl.mh);
+            vt::make_msg(cl.mem + 4096, 7, 7);
+            vt::set_desc(cl.desc(0), cl.mem + 4096, vt::kMsgBytes, cl.mh);
             REQUIRE(cl.post_send(cl.desc(0)));
             REQUIRE(cl.wait_send(cl.desc(0), 5000));
             int cs = child.wait(20);

@@ -28,7 +28,7 @@ constexpr int kMaxVictims = 1000; // sender ids 1..kMaxVictims; 0 is the parent
 constexpr int kWindow = 32;       // sends a victim keeps outstanding
 
 struct KillCtl {
-    pt::Board board;
+    vt::Board board;
     std::atomic<uint32_t> attempted[kMaxVictims + 1]; // seq + 1 of the last post started
     std::atomic<uint32_t> confirmed[kMaxVictims + 1]; // seq + 1 of the last post that returned
     std::atomic<uint32_t> completed[kMaxVictims + 1]; // sends the victim took back
@@ -77,7 +77,7 @@ struct Errors {
 // own window of outstanding sends it keeps fewer messages unread by the
 // sink than the sink has receives posted (VIA needs a receive posted before
 // a message arrives, and a fast sender outruns a sink that also sends).
-int victim(pt::ShVi &v, KillCtl *k, pt::ServerStats *srv, int id) {
+int victim(vt::ShVi &v, KillCtl *k, vt::ServerStats *srv, int id) {
     uint32_t seq = 0;
     uint64_t posted = 0, reaped = 0;
     k->started[id] = 1;
@@ -100,9 +100,9 @@ int victim(pt::ShVi &v, KillCtl *k, pt::ServerStats *srv, int id) {
             return 4;
         }
         if (posted - reaped < kWindow && seq - srv->next_seq[id].load() < 2 * kWindow) {
-            int slot = static_cast<int>(seq % pt::kSlots);
-            pt::make_msg(v.send_buf(0, slot), id, seq);
-            vt::set_desc(v.send_desc(0, slot), v.send_buf(0, slot), pt::kMsgBytes, v.mh);
+            int slot = static_cast<int>(seq % vt::kSlots);
+            vt::make_msg(v.send_buf(0, slot), id, seq);
+            vt::set_desc(v.send_desc(0, slot), v.send_buf(0, slot), vt::kMsgBytes, v.mh);
             k->attempted[id] = seq + 1;
             rc = VipPostSend(v.vi, v.send_desc(0, slot), v.mh);
             if (rc != VIP_SUCCESS) {
@@ -130,7 +130,7 @@ char proc_state(pid_t pid) {
 
 // One connection to the sink and what the parent does with it.
 struct Conn {
-    pt::ShVi v;
+    vt::ShVi v;
     Errors *errors;
     uint32_t parent_seq = 0;
     double worst_ms = 0; // slowest call made right after a kill
@@ -143,7 +143,7 @@ struct Conn {
     void close() {
         if (v.vi) v.close_last();
         if (v.nic) VipCloseNic(v.nic);
-        if (v.mem) munmap(v.mem, pt::kRegionBytes);
+        if (v.mem) munmap(v.mem, vt::kRegionBytes);
         v.vi = nullptr;
         v.nic = nullptr;
         v.mem = nullptr;
@@ -191,40 +191,40 @@ struct Conn {
 
 // Checks what the sink got from victim id: a prefix of what it attempted,
 // with everything it was told was posted unless the VI was broken.
-void check_victim_stream(pt::ServerStats *srv, KillCtl *k, int id, bool broken) {
+void check_victim_stream(vt::ServerStats *srv, KillCtl *k, int id, bool broken) {
     uint32_t got = srv->next_seq[id].load();
     INFO("victim " << id << ": attempted " << k->attempted[id].load() << ", confirmed "
                    << k->confirmed[id].load() << ", sink got " << got);
     CHECK(got <= k->attempted[id].load());
     if (!broken) {
-        CHECK(pt::wait_for([&] { return srv->next_seq[id].load() >= k->confirmed[id].load(); },
+        CHECK(vt::wait_for([&] { return srv->next_seq[id].load() >= k->confirmed[id].load(); },
                            2000));
     }
 }
 
 // After the kill the VI was broken: what every observer must see.
-void check_broken(Conn &c, pt::ServerStats *srv, int ended_before) {
-    CHECK(pt::wait_for([&] { return c.errors->has(c.v.vi, VIP_ERROR_CATASTROPHIC); }, 1000));
+void check_broken(Conn &c, vt::ServerStats *srv, int ended_before) {
+    CHECK(vt::wait_for([&] { return c.errors->has(c.v.vi, VIP_ERROR_CATASTROPHIC); }, 1000));
     INFO("errors reported to the parent:" << c.errors->list());
     CHECK(c.errors->has(c.v.vi, VIP_ERROR_CATASTROPHIC));
-    CHECK(pt::wait_for([&] { return srv->ended.load() > ended_before; }, 2000));
+    CHECK(vt::wait_for([&] { return srv->ended.load() > ended_before; }, 2000));
     CHECK(srv->end_code[ended_before].load() == VIP_ERROR_CONN_LOST);
     c.drain(false);
     VIP_RETURN rc = c.timed([&] { return VipPostSend(c.v.vi, c.v.send_desc(1, 0), c.v.mh); });
     CHECK(rc == VIP_INVALID_STATE);
 }
 
-void parent_liveness(Conn &c, pt::ServerStats *srv) {
-    int slot = static_cast<int>(c.parent_seq % pt::kSlots);
-    pt::make_msg(c.v.send_buf(1, slot), 0, c.parent_seq);
-    vt::set_desc(c.v.send_desc(1, slot), c.v.send_buf(1, slot), pt::kMsgBytes, c.v.mh);
+void parent_liveness(Conn &c, vt::ServerStats *srv) {
+    int slot = static_cast<int>(c.parent_seq % vt::kSlots);
+    vt::make_msg(c.v.send_buf(1, slot), 0, c.parent_seq);
+    vt::set_desc(c.v.send_desc(1, slot), c.v.send_buf(1, slot), vt::kMsgBytes, c.v.mh);
     REQUIRE(c.timed([&] { return VipPostSend(c.v.vi, c.v.send_desc(1, slot), c.v.mh); }) ==
             VIP_SUCCESS);
     VIP_DESCRIPTOR *d = nullptr;
     REQUIRE(VipSendWait(c.v.vi, 2000, &d) == VIP_SUCCESS);
     REQUIRE(d == c.v.send_desc(1, slot));
     ++c.parent_seq;
-    REQUIRE(pt::wait_for([&] { return srv->next_seq[0].load() == c.parent_seq; }, 2000));
+    REQUIRE(vt::wait_for([&] { return srv->next_seq[0].load() == c.parent_seq; }, 2000));
 }
 
 // Whether a thread (or a process's only thread) sleeps in futex(): a VipQueryVi
@@ -239,7 +239,7 @@ bool in_futex(const std::string &task) {
 // Decides whether a probe call blocks: it did not finish within 50 ms and
 // sleeps in futex() (a merely slow probe gets up to a second more).
 bool probe_blocks(const std::function<bool()> &finished, const std::string &task) {
-    if (pt::wait_for(finished, 50)) return false;
+    if (vt::wait_for(finished, 50)) return false;
     double end = vt::now_ms() + 1000;
     while (vt::now_ms() < end) {
         if (finished()) return false;
@@ -294,7 +294,7 @@ private:
 
 // Waits for the victim to be stopped; false if it is not within a second.
 bool stopped(pid_t pid) {
-    return pt::wait_for([&] { return proc_state(pid) == 'T'; }, 1000);
+    return vt::wait_for([&] { return proc_state(pid) == 'T'; }, 1000);
 }
 
 } // namespace
@@ -302,17 +302,17 @@ bool stopped(pid_t pid) {
 TEST_CASE("holder killed in the library: 200 SIGKILLs at random moments never wedge, corrupt "
           "or duplicate",
           "[process][shareable][kill]") {
-    pt::Shared<KillCtl> k;
+    vt::Shared<KillCtl> k;
     int status = vt::run_checked(
         [&] {
             constexpr int kIterations = 200;
             constexpr double kBudgetMs = 45000;
-            pt::Shared<pt::ServerStats> srv;
-            srv->max_conns = pt::ServerStats::kMaxConns;
-            pt::ServerOpts so;
+            vt::Shared<vt::ServerStats> srv;
+            srv->max_conns = vt::ServerStats::kMaxConns;
+            vt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("kr");
-            vt::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(vt::spawn_server(&*srv, disc, so));
             // One warning per broken VI would flood the output: counted instead.
             LogTap tap("died inside the library");
             Errors errors;
@@ -329,7 +329,7 @@ TEST_CASE("holder killed in the library: 200 SIGKILLs at random moments never we
                 pid_t pid = vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); });
                 vt::Child vic(pid);
                 k->step = 2;
-                REQUIRE(pt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
+                REQUIRE(vt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
                 vt::sleep_ms(std::uniform_real_distribution<double>(0, 3)(rng));
                 k->step = 3;
                 vic.kill_now();
@@ -393,16 +393,16 @@ TEST_CASE("holder killed in the library: 200 SIGKILLs at random moments never we
 TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC for the parent, "
           "the peer sees the end",
           "[process][shareable][kill]") {
-    pt::Shared<KillCtl> k;
+    vt::Shared<KillCtl> k;
     int status = vt::run_checked(
         [&] {
             constexpr int kRounds = 4;
-            pt::Shared<pt::ServerStats> srv;
+            vt::Shared<vt::ServerStats> srv;
             srv->max_conns = kRounds;
-            pt::ServerOpts so;
+            vt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("kd");
-            vt::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(vt::spawn_server(&*srv, disc, so));
             Errors errors;
             std::mt19937 rng(777);
             for (int round = 0; round < kRounds; ++round) {
@@ -414,7 +414,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
                 parent_liveness(c, &*srv);
                 int ended_before = srv->ended.load();
                 vt::Child vic(vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); }));
-                REQUIRE(pt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
+                REQUIRE(vt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
                 bool caught = false;
                 int attempts = 0;
                 for (; attempts < 500 && !caught; ++attempts) {
@@ -434,7 +434,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
                             probe_state->store(s);
                         probe_done->store(true);
                     });
-                    REQUIRE(pt::wait_for([&] { return probe_tid->load() != 0; }, 5000));
+                    REQUIRE(vt::wait_for([&] { return probe_tid->load() != 0; }, 5000));
                     std::string task = vt::fmt("/proc/self/task/%ld", probe_tid->load());
                     if (!probe_blocks([&] { return probe_done->load(); }, task)) {
                         probe.join();
@@ -446,7 +446,7 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
                     caught = true;
                     double t0 = vt::now_ms();
                     vic.kill_now();
-                    bool returned = pt::wait_for([&] { return probe_done->load(); }, 3000);
+                    bool returned = vt::wait_for([&] { return probe_done->load(); }, 3000);
                     if (!returned) {
                         probe.detach(); // wedged: nothing more can be learnt here
                         FAIL("a holder killed with the lock held wedged another thread's "
@@ -482,15 +482,15 @@ TEST_CASE("holder killed while it holds the VI's lock: Error and CATASTROPHIC fo
 TEST_CASE("holder killed with the lock held, found by another child: every holder sees Error "
           "and CATASTROPHIC, nothing leaks",
           "[process][shareable][kill]") {
-    pt::Shared<KillCtl> k;
+    vt::Shared<KillCtl> k;
     int status = vt::run_checked(
         [&] {
-            pt::Shared<pt::ServerStats> srv;
+            vt::Shared<vt::ServerStats> srv;
             srv->max_conns = 1;
-            pt::ServerOpts so;
+            vt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("kb");
-            vt::Child server(pt::spawn_server(&*srv, disc, so));
+            vt::Child server(vt::spawn_server(&*srv, disc, so));
             // The notification thread and its descriptors stay for the life of the
             // process once an error callback was set: start it before the snapshot.
             {
@@ -498,7 +498,7 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
                 Errors none;
                 REQUIRE(VipErrorCallback(dummy.nic, &none, Errors::handler) == VIP_SUCCESS);
             }
-            auto fds0 = pt::fds_of(); // nothing of the connection's yet
+            auto fds0 = vt::fds_of(); // nothing of the connection's yet
             Errors errors;
             Conn c;
             INFO(c.v.err);
@@ -529,7 +529,7 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
             }));
             int id = 1;
             vt::Child vic(vt::spawn_child([&] { return victim(c.v, &*k, &*srv, id); }));
-            REQUIRE(pt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
+            REQUIRE(vt::wait_for([&] { return k->started[id].load() == 1; }, 5000));
             std::mt19937 rng(4242);
             bool caught = false;
             int attempts = 0;
@@ -547,7 +547,7 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
                 }
                 caught = true;
                 vic.kill_now();
-                REQUIRE(pt::wait_for([&] { return k->answered.load() == order; }, 3000));
+                REQUIRE(vt::wait_for([&] { return k->answered.load() == order; }, 3000));
             }
             INFO("stopped the victim " << attempts << " times");
             REQUIRE(caught);
@@ -560,19 +560,19 @@ TEST_CASE("holder killed with the lock held, found by another child: every holde
             check_victim_stream(&*srv, &*k, id, true);
             CHECK(srv->bad.load() == 0);
             k->order = -1;
-            REQUIRE(pt::wait_for([&] { return k->answered.load() == -1; }, 5000));
+            REQUIRE(vt::wait_for([&] { return k->answered.load() == -1; }, 5000));
             CHECK(k->destroy_rc.load() == VIP_SUCCESS);
             CHECK(bystander.wait(10) == 0);
             c.close();
             // The parent holds nothing of the broken connection any more.
             std::string extra;
-            for (auto &[fd, info] : pt::fds_of()) {
+            for (auto &[fd, info] : vt::fds_of()) {
                 auto it = fds0.find(fd);
                 if (it == fds0.end() || it->second.link != info.link)
                     extra += vt::fmt("%d -> %s\n", fd, info.link.c_str());
             }
             std::string maps;
-            for (const std::string &m : pt::maps_of())
+            for (const std::string &m : vt::maps_of())
                 if (m.find("memfd:vipl") != std::string::npos) maps += m + "\n";
             INFO("descriptors left after closing everything:\n" << extra);
             CHECK(extra.empty());

@@ -14,7 +14,7 @@ constexpr int kLimit = 64; // holders, the parent included
 constexpr int kMaxKids = 90;
 
 struct LimitCtl {
-    pt::Board board;
+    vt::Board board;
     std::atomic<int> ready[kMaxKids + 1];
     std::atomic<int> want[kMaxKids + 1]; // turns child i is asked to take
     std::atomic<int> go[kMaxKids + 1];   // child i is asked to leave
@@ -31,11 +31,11 @@ struct LimitCtl {
 };
 
 // Sends message (sender, seq) and takes its completion, alone on the VI.
-VIP_RETURN send_one(pt::ShVi &v, int sender, uint32_t seq, VIP_RETURN *post_rc) {
-    int slot = static_cast<int>(seq % pt::kSlots);
-    int proc = sender % pt::kProcs;
-    pt::make_msg(v.send_buf(proc, slot), sender, seq);
-    vt::set_desc(v.send_desc(proc, slot), v.send_buf(proc, slot), pt::kMsgBytes, v.mh);
+VIP_RETURN send_one(vt::ShVi &v, int sender, uint32_t seq, VIP_RETURN *post_rc) {
+    int slot = static_cast<int>(seq % vt::kSlots);
+    int proc = sender % vt::kProcs;
+    vt::make_msg(v.send_buf(proc, slot), sender, seq);
+    vt::set_desc(v.send_desc(proc, slot), v.send_buf(proc, slot), vt::kMsgBytes, v.mh);
     *post_rc = VipPostSend(v.vi, v.send_desc(proc, slot), v.mh);
     if (*post_rc != VIP_SUCCESS) return *post_rc;
     VIP_DESCRIPTOR *d = nullptr;
@@ -51,7 +51,7 @@ VIP_RETURN send_one(pt::ShVi &v, int sender, uint32_t seq, VIP_RETURN *post_rc) 
 
 // A child: says it runs, then takes the turns it is asked to (query and
 // send message seq 0 on the first, 1 on the second), or leaves.
-int kid(pt::ShVi &v, LimitCtl *c, int i) {
+int kid(vt::ShVi &v, LimitCtl *c, int i) {
     c->ready[i] = 1;
     uint32_t seq = 0;
     double end = vt::now_ms() + 60000;
@@ -82,7 +82,7 @@ int kid(pt::ShVi &v, LimitCtl *c, int i) {
 constexpr int kChildStepMs = 30000;
 
 struct Fleet {
-    pt::ShVi &v;
+    vt::ShVi &v;
     LimitCtl *c;
     std::vector<pid_t> pids = std::vector<pid_t>(kMaxKids + 1, -1);
     ~Fleet() {
@@ -94,12 +94,12 @@ struct Fleet {
     // Forks child i and waits until it runs (its fork handler has run).
     void fork_kid(int i) {
         pids[i] = vt::spawn_child([&, i] { return kid(v, c, i); });
-        REQUIRE(pt::wait_for([&] { return c->ready[i].load() == 1; }, kChildStepMs));
+        REQUIRE(vt::wait_for([&] { return c->ready[i].load() == 1; }, kChildStepMs));
     }
     // Child i's turn number `round` (1-based): returns when it acted.
     void act(int i, int round) {
         c->want[i] = round;
-        REQUIRE(pt::wait_for([&] { return c->acted[i].load() >= round; }, kChildStepMs));
+        REQUIRE(vt::wait_for([&] { return c->acted[i].load() >= round; }, kChildStepMs));
     }
     int leave(int i, int how) {
         c->leave_how = how;
@@ -117,14 +117,14 @@ TEST_CASE("holder limit: children beyond 64 holders are refused, the holders kee
     int status = vt::run_checked(
         [] {
             constexpr int kKids = 70;
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<LimitCtl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<LimitCtl> c;
             srv->max_conns = 1;
-            pt::ServerOpts so;
+            vt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("hl");
-            vt::Child server(pt::spawn_server(&*srv, disc, so));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc, so));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.connect(disc));
@@ -156,7 +156,7 @@ TEST_CASE("holder limit: children beyond 64 holders are refused, the holders kee
             CHECK(failed.empty());
             VIP_RETURN post;
             CHECK(send_one(v, 0, 0, &post) == VIP_SUCCESS);
-            CHECK(pt::wait_for(
+            CHECK(vt::wait_for(
                 [&] {
                     for (int i = 1; i < kLimit; ++i)
                         if (srv->next_seq[i].load() != 2) return false;
@@ -173,7 +173,7 @@ TEST_CASE("holder limit: children beyond 64 holders are refused, the holders kee
                 CHECK(c->destroy_rc[i].load() == VIP_SUCCESS);
             }
             REQUIRE(v.close_last());
-            CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 2000));
+            CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 2000));
             return 0;
         },
         90);
@@ -189,14 +189,14 @@ TEST_CASE("holder limit: a holder that is gone frees its place for a later child
     int status = vt::run_checked(
         [&] {
             constexpr int kGone = 10;
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<LimitCtl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<LimitCtl> c;
             srv->max_conns = 1;
-            pt::ServerOpts so;
+            vt::ServerOpts so;
             so.echo = false;
             std::string disc = vt::unique_disc("hf");
-            vt::Child server(pt::spawn_server(&*srv, disc, so));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc, so));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.connect(disc));
@@ -237,7 +237,7 @@ TEST_CASE("holder limit: a holder that is gone frees its place for a later child
             INFO("holders whose message failed:" << failed);
             CHECK(failed.empty());
             // Everything that was said to be sent arrived.
-            CHECK(pt::wait_for(
+            CHECK(vt::wait_for(
                 [&] {
                     for (int i = kGone + 1; i <= kLimit + kGone; ++i)
                         if (i != kLimit && c->done_rc[i].load() == VIP_SUCCESS &&

@@ -24,11 +24,11 @@ struct Ctl {
 TEST_CASE("VipQueryViHolders counts the live holders of a VI", "[process][shareable]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<Ctl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("hq");
-            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(vt::spawn_server(&*srv, disc));
 
             // A private VI has one holder, the caller.
             {
@@ -40,7 +40,7 @@ TEST_CASE("VipQueryViHolders counts the live holders of a VI", "[process][sharea
                 CHECK(VipDestroyVi(priv) == VIP_SUCCESS);
             }
 
-            pt::ShVi v;
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             CHECK(holders(v.vi) == 1);
@@ -51,14 +51,14 @@ TEST_CASE("VipQueryViHolders counts the live holders of a VI", "[process][sharea
             // A child counts at once, before it ran: the parent may leave right away.
             pid_t stays = vt::spawn_child([&] {
                 c->seen[0] = static_cast<int>(holders(v.vi));
-                pt::wait_for([&] { return c->seen[2].load() == 1; }, 20000);
+                vt::wait_for([&] { return c->seen[2].load() == 1; }, 20000);
                 return 0;
             });
             CHECK(holders(v.vi) == 2);
             pid_t leaves = vt::spawn_child([&] {
-                pt::wait_for([&] { return c->phase.load() >= 2; }, 20000);
+                vt::wait_for([&] { return c->phase.load() >= 2; }, 20000);
                 c->seen[1] = VipDestroyVi(v.vi);
-                pt::wait_for([&] { return c->phase.load() >= 3; }, 20000);
+                vt::wait_for([&] { return c->phase.load() >= 3; }, 20000);
                 return 0;
             });
             pid_t killed = vt::spawn_child([&] {
@@ -67,16 +67,16 @@ TEST_CASE("VipQueryViHolders counts the live holders of a VI", "[process][sharea
             });
             CHECK(holders(v.vi) == 4);
             // The first child saw itself and its parent, and maybe its younger siblings.
-            CHECK(pt::wait_for([&] { return c->seen[0].load() >= 2; }, 5000));
+            CHECK(vt::wait_for([&] { return c->seen[0].load() >= 2; }, 5000));
             CHECK(c->seen[0].load() <= 4);
 
             // Destroyed in a holder: that one no longer counts, though it lives on.
             c->phase = 2;
-            CHECK(pt::wait_for([&] { return holders(v.vi) == 3; }, 5000));
+            CHECK(vt::wait_for([&] { return holders(v.vi) == 3; }, 5000));
             CHECK(c->seen[1].load() == VIP_SUCCESS);
             // Killed: gone at once; exited: gone once it is.
             kill(killed, SIGKILL);
-            CHECK(pt::wait_for([&] { return holders(v.vi) == 2; }, 5000));
+            CHECK(vt::wait_for([&] { return holders(v.vi) == 2; }, 5000));
             c->phase = 3;
             CHECK(vt::wait_child(leaves, 10) == 0);
             CHECK(holders(v.vi) == 2);

@@ -24,7 +24,7 @@ void on_error(VIP_PVOID, VIP_ERROR_DESCRIPTOR *) {}
 // within this process, a region, a CQ, wait fds, the notification thread, a
 // listening socket, a peer-to-peer request in progress.
 struct PrivateWorld {
-    pt::PrivEp ep;
+    vt::PrivEp ep;
     vt::Nic a{vt::device()}, b{vt::device()};
     vt::Memory ma{a, 1 << 16}, mb{b, 1 << 16};
     VIP_CQ_HANDLE cq = nullptr;
@@ -62,19 +62,19 @@ struct PrivateWorld {
 
 // Descriptors and mappings this process gained since `fds0`/`maps0`.
 struct Gained {
-    std::map<int, pt::FdInfo> fds;
+    std::map<int, vt::FdInfo> fds;
     std::vector<std::string> maps;
 };
-Gained gained(const std::map<int, pt::FdInfo> &fds0, const std::vector<std::string> &maps0) {
+Gained gained(const std::map<int, vt::FdInfo> &fds0, const std::vector<std::string> &maps0) {
     Gained g;
-    for (auto &[fd, info] : pt::fds_of()) {
+    for (auto &[fd, info] : vt::fds_of()) {
         auto it = fds0.find(fd);
         if (it == fds0.end() || it->second.link != info.link) g.fds[fd] = info;
     }
     std::set<std::string> before(maps0.begin(), maps0.end());
-    for (const std::string &m : pt::maps_of())
+    for (const std::string &m : vt::maps_of())
         if (!before.count(m) &&
-            (m.find("memfd:vipl") != std::string::npos || pt::shared_mapping_keys({m}).size() == 1))
+            (m.find("memfd:vipl") != std::string::npos || vt::shared_mapping_keys({m}).size() == 1))
             g.maps.push_back(m);
     return g;
 }
@@ -85,7 +85,7 @@ bool maps_connections() {
     return vt::device().rfind("shm", 0) == 0;
 }
 
-bool has_link(const std::map<int, pt::FdInfo> &fds, const char *what) {
+bool has_link(const std::map<int, vt::FdInfo> &fds, const char *what) {
     for (auto &[fd, info] : fds)
         if (info.link.find(what) != std::string::npos) return true;
     return false;
@@ -101,7 +101,7 @@ bool has_line(const std::vector<std::string> &lines, const char *what) {
 bool foreign_mapping(const std::string &line) {
     return line.find("memfd:") != std::string::npos || line.find("SYSV") != std::string::npos ||
            line.find("/dev/zero") != std::string::npos ||
-           pt::shared_mapping_keys({line}).size() == 1;
+           vt::shared_mapping_keys({line}).size() == 1;
 }
 
 struct Report {
@@ -169,7 +169,7 @@ Report exec_inspect(int linger_ms = 0, pid_t *pid_out = nullptr) {
 // it used VIPL: only standard streams, the report pipe and descriptors
 // inherited from our own launcher without close-on-exec may be open; no
 // shared mapping at all.
-void check_nothing_survives(const Report &r, const std::map<int, pt::FdInfo> &fds0) {
+void check_nothing_survives(const Report &r, const std::map<int, vt::FdInfo> &fds0) {
     INFO("report:\n" << r.raw);
     REQUIRE(r.complete);
     REQUIRE(r.report_fd >= 900);
@@ -196,11 +196,11 @@ TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappin
           "[process][fork][inherit]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv; // shared memory of the test's own, before the snapshot
-            auto fds0 = pt::fds_of();
-            auto maps0 = pt::maps_of();
+            vt::Shared<vt::ServerStats> srv; // shared memory of the test's own, before the snapshot
+            auto fds0 = vt::fds_of();
+            auto maps0 = vt::maps_of();
             std::string disc = vt::unique_disc("ih");
-            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(vt::spawn_server(&*srv, disc));
             PrivateWorld w(disc);
             vt::Pipe ready, go;
             Gained g = gained(fds0, maps0);
@@ -208,9 +208,9 @@ TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappin
             g.fds.erase(ready.fd[1]);
             g.fds.erase(go.fd[0]);
             g.fds.erase(go.fd[1]);
-            auto fds1 = pt::fds_of();
+            auto fds1 = vt::fds_of();
             // What the library holds here: the test would see it in the child.
-            INFO("library descriptors in the parent:\n" << pt::describe(g.fds));
+            INFO("library descriptors in the parent:\n" << vt::describe(g.fds));
             INFO("library mappings in the parent:\n" << vt::join(g.maps));
             REQUIRE(has_link(g.fds, "socket:"));
             REQUIRE(has_link(g.fds, "eventfd"));
@@ -226,11 +226,11 @@ TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappin
             }));
             char c;
             REQUIRE(ready.get(&c, 10000));
-            auto cf = pt::fds_of(child.pid);
-            auto cm = pt::maps_of(child.pid);
+            auto cf = vt::fds_of(child.pid);
+            auto cm = vt::maps_of(child.pid);
             go.put('g');
             REQUIRE(child.wait(10) == 0);
-            INFO("child's descriptors:\n" << pt::describe(cf));
+            INFO("child's descriptors:\n" << vt::describe(cf));
             std::string kept, foreign;
             for (auto &[fd, info] : cf) {
                 if (g.fds.count(fd)) kept += vt::fmt("%d -> %s\n", fd, info.link.c_str());
@@ -243,9 +243,9 @@ TEST_CASE("fork: the child holds none of the parent's VIPL descriptors or mappin
             INFO("descriptors the parent does not have:\n" << foreign);
             CHECK(foreign.empty());
             std::string vipl_maps;
-            auto shared0 = pt::shared_mapping_keys(maps0);
+            auto shared0 = vt::shared_mapping_keys(maps0);
             for (const std::string &m : cm) {
-                auto keys = pt::shared_mapping_keys({m});
+                auto keys = vt::shared_mapping_keys({m});
                 if (m.find("memfd:vipl") != std::string::npos ||
                     (keys.size() == 1 && !shared0.count(*keys.begin())))
                     vipl_maps += m + "\n";
@@ -263,14 +263,14 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process with private objec
           "[process][exec]") {
     int status = vt::run_checked(
         [] {
-            auto fds0 = pt::fds_of();
-            auto maps0 = pt::maps_of();
-            pt::Shared<pt::ServerStats> srv;
+            auto fds0 = vt::fds_of();
+            auto maps0 = vt::maps_of();
+            vt::Shared<vt::ServerStats> srv;
             std::string disc = vt::unique_disc("ex");
-            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(vt::spawn_server(&*srv, disc));
             PrivateWorld w(disc);
             Gained g = gained(fds0, maps0);
-            INFO("library descriptors in the parent:\n" << pt::describe(g.fds));
+            INFO("library descriptors in the parent:\n" << vt::describe(g.fds));
             INFO("library mappings in the parent:\n" << vt::join(g.maps));
             REQUIRE(has_link(g.fds, "socket:"));
             if (maps_connections()) REQUIRE(has_line(g.maps, "vipl-conn"));
@@ -291,13 +291,13 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process holding a shareabl
           "[process][exec]") {
     int status = vt::run_checked(
         [] {
-            auto fds0 = pt::fds_of();
-            auto maps0 = pt::maps_of();
-            pt::Shared<pt::ServerStats> s1, s2;
+            auto fds0 = vt::fds_of();
+            auto maps0 = vt::maps_of();
+            vt::Shared<vt::ServerStats> s1, s2;
             std::string d1 = vt::unique_disc("ey"), d2 = vt::unique_disc("ez");
-            vt::Child server1(pt::spawn_server(&*s1, d1)), server2(pt::spawn_server(&*s2, d2));
+            vt::Child server1(vt::spawn_server(&*s1, d1)), server2(vt::spawn_server(&*s2, d2));
             PrivateWorld w(d1);
-            pt::ShVi v;
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open(true));
             REQUIRE(v.post_recvs());
@@ -306,22 +306,22 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process holding a shareabl
             REQUIRE(VipGetViWaitFd(v.vi, &fd) == VIP_SUCCESS);
             REQUIRE(VipGetCQWaitFd(v.cq, &fd) == VIP_SUCCESS);
             Gained g = gained(fds0, maps0);
-            INFO("library descriptors in the parent:\n" << pt::describe(g.fds));
+            INFO("library descriptors in the parent:\n" << vt::describe(g.fds));
             INFO("library mappings in the parent:\n" << vt::join(g.maps));
             // The shared arena and the shareable connection are there to be inherited by fork.
             REQUIRE(has_link(g.fds, "socket:"));
             if (maps_connections()) REQUIRE(has_line(g.maps, "vipl-conn"));
-            REQUIRE(pt::shared_mapping_keys(g.maps).size() > 1);
+            REQUIRE(vt::shared_mapping_keys(g.maps).size() > 1);
             SECTION("exec'd by the process itself (after fork)") {
                 Report r = exec_inspect();
                 CHECK(r.status == 0);
                 check_nothing_survives(r, fds0);
             }
             SECTION("exec'd by a child that held the shareable VI and used it") {
-                pt::Shared<pt::Board> board;
+                vt::Shared<vt::Board> board;
                 int cs = vt::run_child(
                     [&] {
-                        std::string e = pt::round_trip(v, 1, 1, 0);
+                        std::string e = vt::round_trip(v, 1, 1, 0);
                         if (!e.empty()) {
                             board->fail(0, e);
                             return 1;
@@ -342,7 +342,7 @@ TEST_CASE("exec: nothing of VIPL survives exec() of a process holding a shareabl
                 INFO("child " << vt::status_text(cs) << "\n" << board->all());
                 CHECK(cs == 0);
             }
-            CHECK(pt::round_trip(v, 0, 0, 0) == "");
+            CHECK(vt::round_trip(v, 0, 0, 0) == "");
             CHECK(s2->ended.load() == 0);
             return 0;
         },
@@ -354,16 +354,16 @@ TEST_CASE("exec: a child that exec'd holds no shareable VI: the parent is its la
           "[process][exec][shareable]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
+            vt::Shared<vt::ServerStats> srv;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("eh");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
             REQUIRE(v.connect(disc));
-            REQUIRE(pt::round_trip(v, 0, 0, 0) == "");
+            REQUIRE(vt::round_trip(v, 0, 0, 0) == "");
             pid_t pid = -1;
             Report r = exec_inspect(3000, &pid); // alive, but a new program
             vt::Child running(pid);
@@ -373,11 +373,11 @@ TEST_CASE("exec: a child that exec'd holds no shareable VI: the parent is its la
             CHECK(VipQueryVi(v.vi, nullptr, nullptr, nullptr, nullptr) == VIP_SUCCESS);
             CHECK(srv->ended.load() == 0);
             if (VipQueryVi(v.vi, nullptr, nullptr, nullptr, nullptr) == VIP_SUCCESS) {
-                CHECK(pt::round_trip(v, 0, 0, 1) == "");
+                CHECK(vt::round_trip(v, 0, 0, 1) == "");
                 REQUIRE(v.close_last());
             }
             // The peer sees the end at once, not when the exec'd program exits.
-            CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
+            CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
             CHECK(srv->end_code[0].load() == VIP_ERROR_CONN_LOST);
             running.kill_now();
             running.wait(5);

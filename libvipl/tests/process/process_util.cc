@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace pt {
+namespace vt {
 
 // ------------------------------------------------------------ shared memory
 
@@ -745,4 +745,4 @@ void kill_wait(pid_t pid) {
     vt::wait_child(pid, 10);
 }
 
-} // namespace pt
+} // namespace vt

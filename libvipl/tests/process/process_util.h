@@ -18,7 +18,7 @@
 #include <sys/types.h>
 #include <vector>
 
-namespace pt {
+namespace vt {
 
 // ------------------------------------------------------------ shared memory
 
@@ -234,4 +234,4 @@ std::string describe(const std::map<int, FdInfo> &fds);
 // Kills and reaps a child (no-op for pid <= 0).
 void kill_wait(pid_t pid);
 
-} // namespace pt
+} // namespace vt

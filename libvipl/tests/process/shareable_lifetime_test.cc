@@ -17,7 +17,7 @@
 namespace {
 
 struct Ctl {
-    pt::Board board;
+    vt::Board board;
     std::atomic<int> phase{0};
     std::atomic<pid_t> pid[8];
     std::atomic<int> value[16];
@@ -26,7 +26,7 @@ struct Ctl {
 
 // Waits in a child until the root sets phase >= want (or gives up).
 bool await_phase(Ctl *c, int want, int timeout_ms = 20000) {
-    return pt::wait_for([&] { return c->phase.load() >= want; }, timeout_ms);
+    return vt::wait_for([&] { return c->phase.load() >= want; }, timeout_ms);
 }
 
 // A root that adopts orphaned descendants and kills what is left on return.
@@ -42,9 +42,9 @@ struct Reaper {
 };
 
 // Round trips by one holder; records the first failure on the board.
-bool trips(pt::ShVi &v, Ctl *c, int slot, int proc, uint32_t sender, uint32_t from, int n) {
+bool trips(vt::ShVi &v, Ctl *c, int slot, int proc, uint32_t sender, uint32_t from, int n) {
     for (int i = 0; i < n; ++i) {
-        std::string e = pt::round_trip(v, proc, sender, from + i);
+        std::string e = vt::round_trip(v, proc, sender, from + i);
         if (!e.empty()) {
             c->board.fail(slot, vt::fmt("sender %u message %u: %s", sender, from + i, e.c_str()));
             return false;
@@ -63,15 +63,15 @@ enum class LastEnd { exits, killed, disconnects };
 // The parent connects, forks two children and goes; the children talk to the
 // peer in turn; the last one ends the connection in the way given.
 void parent_goes(ParentEnd pe, LastEnd le) {
-    pt::Shared<pt::ServerStats> srv;
-    pt::Shared<Ctl> c;
+    vt::Shared<vt::ServerStats> srv;
+    vt::Shared<Ctl> c;
     Reaper reaper(&*c);
     srv->max_conns = 1;
     std::string disc = vt::unique_disc("pg");
-    vt::Child server(pt::spawn_server(&*srv, disc));
+    vt::Child server(vt::spawn_server(&*srv, disc));
 
     pid_t parent = vt::spawn_child([&] {
-        pt::ShVi v;
+        vt::ShVi v;
         if (!v.open() || !v.post_recvs() || !v.connect(disc)) {
             c->board.fail(0, "parent: " + v.err);
             return 1;
@@ -114,8 +114,8 @@ void parent_goes(ParentEnd pe, LastEnd le) {
     });
     c->pid[0].store(parent);
     if (pe == ParentEnd::killed) {
-        REQUIRE(pt::wait_for([&] { return c->pid[2].load() > 0; }, 10000));
-        REQUIRE(pt::wait_for([&] { return srv->next_seq[0].load() == 10; }, 10000));
+        REQUIRE(vt::wait_for([&] { return c->pid[2].load() > 0; }, 10000));
+        REQUIRE(vt::wait_for([&] { return srv->next_seq[0].load() == 10; }, 10000));
         kill(parent, SIGKILL);
     }
     int ps = wait_pid(parent);
@@ -130,9 +130,9 @@ void parent_goes(ParentEnd pe, LastEnd le) {
 
     // The peer keeps talking to the children, one after the other.
     c->phase = 1;
-    REQUIRE(pt::wait_for([&] { return c->done[1].load() == 1 || c->board.any(); }, 10000));
+    REQUIRE(vt::wait_for([&] { return c->done[1].load() == 1 || c->board.any(); }, 10000));
     c->phase = 2;
-    REQUIRE(pt::wait_for([&] { return c->done[2].load() == 1 || c->board.any(); }, 10000));
+    REQUIRE(vt::wait_for([&] { return c->done[2].load() == 1 || c->board.any(); }, 10000));
     {
         INFO(c->board.all());
         REQUIRE_FALSE(c->board.any());
@@ -147,7 +147,7 @@ void parent_goes(ParentEnd pe, LastEnd le) {
     vt::sleep_ms(50); // longer than the peer's liveness check
     CHECK(srv->ended.load() == 0);
     c->phase = 4;
-    REQUIRE(pt::wait_for([&] { return c->done[2].load() >= 2 || c->board.any(); }, 10000));
+    REQUIRE(vt::wait_for([&] { return c->done[2].load() >= 2 || c->board.any(); }, 10000));
     {
         INFO(c->board.all());
         REQUIRE_FALSE(c->board.any());
@@ -162,7 +162,7 @@ void parent_goes(ParentEnd pe, LastEnd le) {
     switch (le) {
     case LastEnd::disconnects:
         c->phase = 5;
-        REQUIRE(pt::wait_for([&] { return c->done[2].load() == 3 || c->board.any(); }, 10000));
+        REQUIRE(vt::wait_for([&] { return c->done[2].load() == 3 || c->board.any(); }, 10000));
         {
             INFO(c->board.all());
             REQUIRE_FALSE(c->board.any());
@@ -178,7 +178,7 @@ void parent_goes(ParentEnd pe, LastEnd le) {
         kill(c->pid[2].load(), SIGKILL);
         break;
     }
-    CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
+    CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
     CHECK(srv->end_code[0].load() == VIP_ERROR_CONN_LOST);
     if (srv->ended.load())
         printf("[measure] peer saw the end %.1f ms after the last holder went\n",
@@ -221,12 +221,12 @@ TEST_CASE("shareable VI: the parent destroys its VI while a child uses it, which
           "[process][shareable][lifetime]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<Ctl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("pd");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
@@ -250,7 +250,7 @@ TEST_CASE("shareable VI: the parent destroys its VI while a child uses it, which
                 return 0;
             }));
             // (Running: it holds the VI.  Destroying at once after fork() is another case.)
-            REQUIRE(pt::wait_for([&] { return c->done[0].load() == 1; }, 10000));
+            REQUIRE(vt::wait_for([&] { return c->done[0].load() == 1; }, 10000));
             // Only this process's reference goes; the child keeps the connection.
             CHECK(VipDestroyVi(v.vi) == VIP_SUCCESS);
             CHECK(VipQueryVi(v.vi, nullptr, nullptr, nullptr, nullptr) == VIP_INVALID_PARAMETER);
@@ -267,7 +267,7 @@ TEST_CASE("shareable VI: the parent destroys its VI while a child uses it, which
             CHECK(c->value[1].load() == VIP_INVALID_STATE);
             CHECK(c->value[2].load() == VIP_SUCCESS);
             CHECK(c->value[3].load() == VIP_SUCCESS);
-            CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
+            CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
             CHECK(srv->end_code[0].load() == VIP_ERROR_CONN_LOST);
             CHECK(srv->bad.load() == 0);
             CHECK(vt::wait_child(server.pid, 10) == 0);
@@ -284,12 +284,12 @@ TEST_CASE("shareable VI: connected after fork, it is refused in older children a
           "[process][shareable][lifetime]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<Ctl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("ca");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
@@ -309,7 +309,7 @@ TEST_CASE("shareable VI: connected after fork, it is refused in older children a
                 c->value[6] = VipDestroyVi(v.vi);
                 return 0;
             }));
-            REQUIRE(pt::wait_for([&] { return c->done[0].load() == 1; }, 10000));
+            REQUIRE(vt::wait_for([&] { return c->done[0].load() == 1; }, 10000));
             CHECK(c->value[0].load() == VIP_SUCCESS);
             CHECK(c->value[1].load() == VIP_STATE_IDLE);
             REQUIRE(v.connect(disc));
@@ -322,16 +322,16 @@ TEST_CASE("shareable VI: connected after fork, it is refused in older children a
             CHECK(c->value[6].load() == VIP_INVALID_PARAMETER);
             // The refused calls changed nothing.
             CHECK(vt::vi_state(v.vi) == VIP_STATE_CONNECTED);
-            CHECK(pt::round_trip(v, 0, 0, 0) == "");
+            CHECK(vt::round_trip(v, 0, 0, 0) == "");
             int ns = vt::run_child([&] { return trips(v, &*c, 2, 2, 2, 0, 20) ? 0 : 1; }, 20);
             INFO("newer child " << vt::status_text(ns) << "\n" << c->board.all());
             CHECK(ns == 0);
             CHECK(srv->next_seq[2].load() == 20);
-            CHECK(pt::round_trip(v, 0, 0, 1) == "");
+            CHECK(vt::round_trip(v, 0, 0, 1) == "");
             CHECK(srv->ended.load() == 0);
             CHECK(srv->bad.load() == 0);
             REQUIRE(v.close_last());
-            CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
+            CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
             CHECK(vt::wait_child(server.pid, 10) == 0);
             server.pid = -1;
             CHECK(VipCloseNic(v.nic) == VIP_SUCCESS);
@@ -345,12 +345,12 @@ TEST_CASE("shareable VI: a child that connects the VI it inherited idle becomes 
           "[process][shareable][lifetime]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<Ctl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("cc");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
@@ -365,7 +365,7 @@ TEST_CASE("shareable VI: a child that connects the VI it inherited idle becomes 
                 c->done[1] = 1;
                 if (!trips(v, &*c, 1, 1, 1, 0, 10)) return 2;
                 // The peer checks its RDMA writes against the connecting process's regions.
-                std::string e = pt::remote_write(v, &*srv, 1024, 0xC0FFEE);
+                std::string e = vt::remote_write(v, &*srv, 1024, 0xC0FFEE);
                 if (!e.empty()) {
                     c->board.fail(2, "child, RDMA write from the peer: " + e);
                     return 3;
@@ -383,7 +383,7 @@ TEST_CASE("shareable VI: a child that connects the VI it inherited idle becomes 
                 }
                 return 0;
             }));
-            REQUIRE(pt::wait_for([&] { return c->done[1].load() == 1 || c->board.any(); }, 10000));
+            REQUIRE(vt::wait_for([&] { return c->done[1].load() == 1 || c->board.any(); }, 10000));
             {
                 INFO(c->board.all());
                 REQUIRE(c->done[1].load() == 1);
@@ -399,7 +399,7 @@ TEST_CASE("shareable VI: a child that connects the VI it inherited idle becomes 
             CHECK(srv->next_seq[2].load() == 10);
             INFO("server: " << srv->first_error);
             CHECK(srv->bad.load() == 0);
-            CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
+            CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
             CHECK(vt::wait_child(server.pid, 10) == 0);
             server.pid = -1;
             CHECK(VipCloseNic(v.nic) == VIP_SUCCESS);
@@ -414,20 +414,20 @@ TEST_CASE("shareable VI: the peer's RDMA writes reach the shared memory after th
           "[process][shareable][lifetime]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<Ctl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<Ctl> c;
             Reaper reaper(&*c);
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("rw");
-            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(vt::spawn_server(&*srv, disc));
             pid_t parent = vt::spawn_child([&] {
-                pt::ShVi v;
+                vt::ShVi v;
                 if (!v.open() || !v.post_recvs() || !v.connect(disc)) {
                     c->board.fail(0, "parent: " + v.err);
                     return 1;
                 }
                 // While the connecting process lives, it works.
-                std::string e = pt::remote_write(v, &*srv, 2048, 0x1111);
+                std::string e = vt::remote_write(v, &*srv, 2048, 0x1111);
                 if (!e.empty()) {
                     c->board.fail(0, "parent: " + e);
                     return 2;
@@ -436,14 +436,14 @@ TEST_CASE("shareable VI: the peer's RDMA writes reach the shared memory after th
                 if (pid == 0) {
                     c->done[1] = 1;
                     if (!await_phase(&*c, 1)) _exit(3);
-                    std::string e2 = pt::remote_write(v, &*srv, 2048, 0x2222);
+                    std::string e2 = vt::remote_write(v, &*srv, 2048, 0x2222);
                     if (!e2.empty()) c->board.fail(1, "child, parent gone: " + e2);
                     c->done[1] = 2;
                     if (!trips(v, &*c, 2, 1, 1, 0, 10)) _exit(4);
                     _exit(e2.empty() ? 0 : 5);
                 }
                 c->pid[1] = pid;
-                pt::wait_for([&] { return c->done[1].load() == 1; }, 10000);
+                vt::wait_for([&] { return c->done[1].load() == 1; }, 10000);
                 return 0;
             });
             c->pid[0] = parent;
@@ -458,7 +458,7 @@ TEST_CASE("shareable VI: the peer's RDMA writes reach the shared memory after th
             INFO("child " << vt::status_text(cs) << "\n" << c->board.all());
             CHECK(cs == 0);
             CHECK(srv->next_seq[1].load() == 10);
-            CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
+            CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 1000));
             INFO("server: " << srv->first_error);
             CHECK(srv->bad.load() == 0);
             return 0;
@@ -473,14 +473,14 @@ TEST_CASE("shareable VI: VipDestroyVi at once after fork() leaves the VI to the 
     int status = vt::run_checked(
         [] {
             constexpr int kRounds = 30;
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<Ctl> c;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<Ctl> c;
             srv->max_conns = kRounds;
             std::string disc = vt::unique_disc("df");
-            vt::Child server(pt::spawn_server(&*srv, disc));
+            vt::Child server(vt::spawn_server(&*srv, disc));
             int destroy_wrong = 0, child_failed = 0;
             for (int round = 0; round < kRounds; ++round) {
-                pt::ShVi v;
+                vt::ShVi v;
                 INFO("round " << round << ": " << v.err);
                 REQUIRE(v.open());
                 REQUIRE(v.post_recvs());
@@ -508,9 +508,9 @@ TEST_CASE("shareable VI: VipDestroyVi at once after fork() leaves the VI to the 
                     }
                 }
                 if (pid > 0 && vt::wait_child(pid, 20) != 0) ++child_failed;
-                REQUIRE(pt::wait_for([&] { return srv->ended.load() == round + 1; }, 3000));
+                REQUIRE(vt::wait_for([&] { return srv->ended.load() == round + 1; }, 3000));
                 VipCloseNic(v.nic);
-                munmap(v.mem, pt::kRegionBytes);
+                munmap(v.mem, vt::kRegionBytes);
             }
             INFO(c->board.all());
             CHECK(destroy_wrong == 0);
@@ -528,20 +528,20 @@ TEST_CASE("shareable VI: when the peer ends the connection every holder sees the
           "[process][shareable][lifetime]") {
     int status = vt::run_checked(
         [] {
-            auto fds0 = pt::fds_of(); // before anything of VIPL in this process
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<Ctl> c;
+            auto fds0 = vt::fds_of(); // before anything of VIPL in this process
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<Ctl> c;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("pe");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open());
             REQUIRE(v.post_recvs());
             REQUIRE(v.connect(disc));
             REQUIRE(trips(v, &*c, 0, 0, 0, 0, 5));
             auto leftovers = [&](const char *who, int slot) {
-                std::map<int, pt::FdInfo> now = pt::fds_of();
+                std::map<int, vt::FdInfo> now = vt::fds_of();
                 std::string extra;
                 for (auto &[fd, info] : now) {
                     auto it = fds0.find(fd);
@@ -550,7 +550,7 @@ TEST_CASE("shareable VI: when the peer ends the connection every holder sees the
                 }
                 if (!extra.empty())
                     c->board.fail(slot, vt::fmt("%s keeps descriptors:%s", who, extra.c_str()));
-                for (const std::string &m : pt::maps_of())
+                for (const std::string &m : vt::maps_of())
                     if (m.find("vipl-conn") != std::string::npos)
                         c->board.fail(slot + 1, vt::fmt("%s keeps the connection mapped: %s", who,
                                                         m.c_str()));
@@ -566,7 +566,7 @@ TEST_CASE("shareable VI: when the peer ends the connection every holder sees the
                         VIP_DESCRIPTOR *d;
                         VIP_RETURN rc = VipRecvWait(v.vi, 2000, &d);
                         c->value[1] = rc;
-                        pt::wait_for(
+                        vt::wait_for(
                             [&] {
                                 return VipQueryVi(v.vi, &s, nullptr, nullptr, nullptr) ==
                                            VIP_SUCCESS &&
@@ -584,15 +584,15 @@ TEST_CASE("shareable VI: when the peer ends the connection every holder sees the
                     leftovers(k == 1 ? "child 1 (found the end)" : "child 2", k * 10);
                     return 0;
                 })));
-            REQUIRE(pt::wait_for([&] { return c->done[1].load() == 1 && c->done[2].load() == 1; },
+            REQUIRE(vt::wait_for([&] { return c->done[1].load() == 1 && c->done[2].load() == 1; },
                                  10000));
             srv->stop = 1; // the server disconnects
             REQUIRE(vt::wait_child(server.pid, 10) == 0);
             server.pid = -1;
             c->phase = 1;
-            REQUIRE(pt::wait_for([&] { return c->done[1].load() == 2; }, 5000));
+            REQUIRE(vt::wait_for([&] { return c->done[1].load() == 2; }, 5000));
             c->phase = 2;
-            REQUIRE(pt::wait_for([&] { return c->done[2].load() == 2; }, 5000));
+            REQUIRE(vt::wait_for([&] { return c->done[2].load() == 2; }, 5000));
             CHECK(c->value[4].load() == VIP_STATE_ERROR);
             CHECK(c->value[8].load() == VIP_STATE_ERROR);
             CHECK(c->value[3].load() == VIP_INVALID_STATE);

@@ -250,12 +250,12 @@ TEST_CASE("shareable CQ: VipDestroyCQ in a holder that is not the last only drop
           "[process][shareable][rules]") {
     int status = vt::run_checked(
         [] {
-            pt::Shared<pt::ServerStats> srv;
-            pt::Shared<pt::Board> board;
+            vt::Shared<vt::ServerStats> srv;
+            vt::Shared<vt::Board> board;
             srv->max_conns = 1;
             std::string disc = vt::unique_disc("dq");
-            vt::Child server(pt::spawn_server(&*srv, disc));
-            pt::ShVi v;
+            vt::Child server(vt::spawn_server(&*srv, disc));
+            vt::ShVi v;
             INFO(v.err);
             REQUIRE(v.open(true));
             REQUIRE(v.post_recvs());
@@ -293,8 +293,8 @@ TEST_CASE("shareable CQ: VipDestroyCQ in a holder that is not the last only drop
             CHECK(VipCQDone(v.cq, &h, &r) == VIP_NOT_DONE);
             for (uint32_t seq = 0; seq < 20; ++seq) {
                 VIP_DESCRIPTOR *sd = v.send_desc(0, 0);
-                pt::make_msg(v.send_buf(0, 0), 0, seq);
-                vt::set_desc(sd, v.send_buf(0, 0), pt::kMsgBytes, v.mh);
+                vt::make_msg(v.send_buf(0, 0), 0, seq);
+                vt::set_desc(sd, v.send_buf(0, 0), vt::kMsgBytes, v.mh);
                 REQUIRE(VipPostSend(v.vi, sd, v.mh) == VIP_SUCCESS);
                 int sends = 0, recvs = 0;
                 while (sends + recvs < 2) {
@@ -306,9 +306,9 @@ TEST_CASE("shareable CQ: VipDestroyCQ in a holder that is not the last only drop
                         int idx = v.recv_index(d);
                         uint32_t s2, q2;
                         std::string why;
-                        REQUIRE(pt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why));
+                        REQUIRE(vt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why));
                         CHECK(q2 == seq);
-                        vt::set_desc(d, v.recv_buf(idx), pt::kMsgBytes, v.mh);
+                        vt::set_desc(d, v.recv_buf(idx), vt::kMsgBytes, v.mh);
                         REQUIRE(VipPostRecv(v.vi, d, v.mh) == VIP_SUCCESS);
                         ++recvs;
                     } else {

@@ -12,9 +12,9 @@
 namespace {
 
 struct Result {
-    pt::Board board;
-    std::atomic<int> destroy_rc[pt::kProcs];
-    std::atomic<int> query_after_destroy[pt::kProcs];
+    vt::Board board;
+    std::atomic<int> destroy_rc[vt::kProcs];
+    std::atomic<int> query_after_destroy[vt::kProcs];
 };
 
 // Parent (process 0) and `children` children exchange `per_proc` messages
@@ -22,21 +22,21 @@ struct Result {
 // holder, closes the connection.
 void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false) {
     const int nproc = children + 1;
-    REQUIRE(nproc <= pt::kProcs);
-    REQUIRE(per_proc <= pt::Traffic::kMaxPer);
-    pt::Shared<pt::ServerStats> srv;
-    pt::Shared<pt::Traffic> t;
-    pt::Shared<Result> res;
+    REQUIRE(nproc <= vt::kProcs);
+    REQUIRE(per_proc <= vt::Traffic::kMaxPer);
+    vt::Shared<vt::ServerStats> srv;
+    vt::Shared<vt::Traffic> t;
+    vt::Shared<Result> res;
     t->nproc = nproc;
     t->per_proc = per_proc;
     t->window = 200; // the server keeps 256 receives posted
     srv->max_conns = 1;
     std::string disc = vt::unique_disc("tr");
-    pt::ServerOpts so;
+    vt::ServerOpts so;
     so.client = accepting;
-    vt::Child server(pt::spawn_server(&*srv, disc, so));
+    vt::Child server(vt::spawn_server(&*srv, disc, so));
 
-    pt::ShVi v;
+    vt::ShVi v;
     INFO(v.err);
     REQUIRE(v.open(use_cq));
     REQUIRE(v.post_recvs());
@@ -48,7 +48,7 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
     std::vector<pid_t> kids;
     for (int c = 1; c <= children; ++c) {
         pid_t pid = vt::spawn_child([&, c] {
-            std::string e = pt::traffic(v, &*t, c, use_cq, 30000);
+            std::string e = vt::traffic(v, &*t, c, use_cq, 30000);
             if (!e.empty()) {
                 res->board.fail(c, vt::fmt("child %d: %s", c, e.c_str()));
                 return 1;
@@ -60,7 +60,7 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
         });
         kids.push_back(pid);
     }
-    std::string e = pt::traffic(v, &*t, 0, use_cq, 30000);
+    std::string e = vt::traffic(v, &*t, 0, use_cq, 30000);
     if (!e.empty()) res->board.fail(0, "parent: " + e);
     for (size_t i = 0; i < kids.size(); ++i) {
         int status = vt::wait_child(kids[i], 30);
@@ -75,8 +75,8 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
     int dup_send = 0, lost_send = 0, dup_recv = 0, lost_recv = 0;
     for (int p = 0; p < nproc; ++p)
         for (int s = 0; s < per_proc; ++s) {
-            uint32_t ns = t->send_taken[p * pt::Traffic::kMaxPer + s].load();
-            uint32_t nr = t->recv_taken[p * pt::Traffic::kMaxPer + s].load();
+            uint32_t ns = t->send_taken[p * vt::Traffic::kMaxPer + s].load();
+            uint32_t nr = t->recv_taken[p * vt::Traffic::kMaxPer + s].load();
             dup_send += ns > 1;
             lost_send += ns == 0;
             dup_recv += nr > 1;
@@ -120,11 +120,11 @@ void run_traffic(int children, int per_proc, bool use_cq, bool accepting = false
     // The parent is the last holder: the usual state rules apply to it.
     CHECK(VipDestroyVi(v.vi) == VIP_INVALID_STATE);
     CHECK(vt::vi_state(v.vi) == VIP_STATE_CONNECTED);
-    CHECK(pt::round_trip(v, 0, 0, per_proc) == "");
+    CHECK(vt::round_trip(v, 0, 0, per_proc) == "");
     double t0 = vt::now_ms();
     INFO(v.err);
     REQUIRE(v.close_last());
-    CHECK(pt::wait_for([&] { return srv->ended.load() == 1; }, 2000));
+    CHECK(vt::wait_for([&] { return srv->ended.load() == 1; }, 2000));
     CHECK(srv->end_code[0].load() == VIP_ERROR_CONN_LOST);
     if (srv->ended.load())
         printf("[measure] peer saw the end %.1f ms after the last holder left\n",

@@ -40,11 +40,11 @@ std::string cq_sleeps_until_timeout(VIP_CQ_HANDLE cq) {
 }
 
 // A round trip through the CQ, sleeping in VipCQWait.
-std::string cq_round_trip(pt::ShVi &v, int proc, uint32_t sender, uint32_t seq) {
-    int slot = static_cast<int>(seq % pt::kSlots);
+std::string cq_round_trip(vt::ShVi &v, int proc, uint32_t sender, uint32_t seq) {
+    int slot = static_cast<int>(seq % vt::kSlots);
     VIP_DESCRIPTOR *sd = v.send_desc(proc, slot);
-    pt::make_msg(v.send_buf(proc, slot), sender, seq);
-    vt::set_desc(sd, v.send_buf(proc, slot), pt::kMsgBytes, v.mh);
+    vt::make_msg(v.send_buf(proc, slot), sender, seq);
+    vt::set_desc(sd, v.send_buf(proc, slot), vt::kMsgBytes, v.mh);
     VIP_RETURN rc = VipPostSend(v.vi, sd, v.mh);
     if (rc != VIP_SUCCESS) return vt::fmt("VipPostSend: %s", VipReturnString(rc));
     bool sent = false, echoed = false;
@@ -65,12 +65,12 @@ std::string cq_round_trip(pt::ShVi &v, int proc, uint32_t sender, uint32_t seq) 
         int idx = v.recv_index(d);
         uint32_t s2, q2;
         std::string why;
-        if (idx < 0 || idx >= pt::kRecvs ||
-            !pt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why))
+        if (idx < 0 || idx >= vt::kRecvs ||
+            !vt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why))
             return "bad echo " + why;
         if (s2 != sender || q2 != seq)
             return vt::fmt("echo of %u/%u, expected %u/%u", s2, q2, sender, seq);
-        vt::set_desc(d, v.recv_buf(idx), pt::kMsgBytes, v.mh);
+        vt::set_desc(d, v.recv_buf(idx), vt::kMsgBytes, v.mh);
         if (VipPostRecv(v.vi, d, v.mh) != VIP_SUCCESS) return "VipPostRecv failed";
         echoed = true;
     }
@@ -79,7 +79,7 @@ std::string cq_round_trip(pt::ShVi &v, int proc, uint32_t sender, uint32_t seq) 
 
 // The fd must be a live descriptor that poll reports readable once a
 // message's echo is back (after Done said VIP_NOT_DONE, which re-arms it).
-std::string fd_wakes(pt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, uint32_t seq) {
+std::string fd_wakes(vt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, uint32_t seq) {
     if (fcntl(fd, F_GETFD) < 0) return vt::fmt("wait fd %d is not open here", fd);
     VIP_DESCRIPTOR *d;
     VIP_VI_HANDLE h;
@@ -90,10 +90,10 @@ std::string fd_wakes(pt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, ui
         if (VipRecvDone(v.vi, &d) != VIP_NOT_DONE) return "receive queue not empty before";
         if (VipSendDone(v.vi, &d) != VIP_NOT_DONE) return "send queue not empty before";
     }
-    int slot = static_cast<int>(seq % pt::kSlots);
+    int slot = static_cast<int>(seq % vt::kSlots);
     VIP_DESCRIPTOR *sd = v.send_desc(proc, slot);
-    pt::make_msg(v.send_buf(proc, slot), sender, seq);
-    vt::set_desc(sd, v.send_buf(proc, slot), pt::kMsgBytes, v.mh);
+    vt::make_msg(v.send_buf(proc, slot), sender, seq);
+    vt::set_desc(sd, v.send_buf(proc, slot), vt::kMsgBytes, v.mh);
     if (VipPostSend(v.vi, sd, v.mh) != VIP_SUCCESS) return "VipPostSend failed";
     bool sent = false, echoed = false;
     double end = vt::now_ms() + 3000;
@@ -134,11 +134,11 @@ std::string fd_wakes(pt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, ui
             int idx = v.recv_index(d);
             uint32_t s2, q2;
             std::string why;
-            if (idx < 0 || idx >= pt::kRecvs ||
-                !pt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why) || s2 != sender ||
+            if (idx < 0 || idx >= vt::kRecvs ||
+                !vt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why) || s2 != sender ||
                 q2 != seq)
                 return "wrong echo " + why;
-            vt::set_desc(d, v.recv_buf(idx), pt::kMsgBytes, v.mh);
+            vt::set_desc(d, v.recv_buf(idx), vt::kMsgBytes, v.mh);
             if (VipPostRecv(v.vi, d, v.mh) != VIP_SUCCESS) return "VipPostRecv failed";
             echoed = true;
         }
@@ -150,13 +150,13 @@ std::string fd_wakes(pt::ShVi &v, int fd, bool cq, int proc, uint32_t sender, ui
 
 TEST_CASE("process child: waits in a fork child", "[.]") {
     REQUIRE(vt::config_value("SPIN_US") == "0");
-    pt::Shared<pt::ServerStats> s1, s2;
-    pt::Shared<pt::Board> board;
+    vt::Shared<vt::ServerStats> s1, s2;
+    vt::Shared<vt::Board> board;
     s1->max_conns = 1;
     s2->max_conns = 1;
     std::string d1 = vt::unique_disc("w1"), d2 = vt::unique_disc("w2");
-    vt::Child srv1(pt::spawn_server(&*s1, d1)), srv2(pt::spawn_server(&*s2, d2));
-    pt::ShVi v, w; // v: its own queues; w: a shareable CQ
+    vt::Child srv1(vt::spawn_server(&*s1, d1)), srv2(vt::spawn_server(&*s2, d2));
+    vt::ShVi v, w; // v: its own queues; w: a shareable CQ
     INFO(v.err << w.err);
     REQUIRE(v.open(false));
     REQUIRE(w.open(true));
@@ -168,7 +168,7 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
     CHECK(sleeps_until_timeout(v.vi, true) == "");
     CHECK(sleeps_until_timeout(v.vi, false) == "");
     CHECK(cq_sleeps_until_timeout(w.cq) == "");
-    CHECK(pt::round_trip(v, 0, 0, 0, 3000, true) == "");
+    CHECK(vt::round_trip(v, 0, 0, 0, 3000, true) == "");
     CHECK(cq_round_trip(w, 0, 0, 0) == "");
     int vfd = -1, cfd = -1;
     REQUIRE(VipGetViWaitFd(v.vi, &vfd) == VIP_SUCCESS);
@@ -187,7 +187,7 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
             note("VipCQWait", cq_sleeps_until_timeout(w.cq));
             for (uint32_t i = 0; i < 20 && n == 0; ++i)
                 note(vt::fmt("round trip %u sleeping in Send/RecvWait", i),
-                     pt::round_trip(v, 1, 1, i, 3000, true));
+                     vt::round_trip(v, 1, 1, i, 3000, true));
             for (uint32_t i = 0; i < 20 && n == 0; ++i)
                 note(vt::fmt("round trip %u sleeping in VipCQWait", i), cq_round_trip(w, 1, 1, i));
             note("the parent's VI wait fd", fd_wakes(v, vfd, false, 1, 1, 20));
@@ -215,7 +215,7 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
     CHECK(cs == 0);
     // And the parent's waits still work after the child used the VI and left.
     CHECK(sleeps_until_timeout(v.vi, true) == "");
-    CHECK(pt::round_trip(v, 0, 0, 2, 3000, true) == "");
+    CHECK(vt::round_trip(v, 0, 0, 2, 3000, true) == "");
     CHECK(cq_round_trip(w, 0, 0, 2) == "");
     CHECK(fd_wakes(v, vfd, false, 0, 0, 3) == "");
     CHECK(fd_wakes(w, cfd, true, 0, 0, 3) == "");

@@ -68,9 +68,9 @@ public:
     explicit Side(int max) : max_(max) {}
 
     bool open() {
-        if (!sc::warm_up_library()) return fail("VipOpenNic (warm-up)");
-        fds_before_ = sc::fd_count();
-        maps_before_ = sc::map_count();
+        if (!vt::warm_up_library()) return fail("VipOpenNic (warm-up)");
+        fds_before_ = vt::fd_count();
+        maps_before_ = vt::map_count();
         if (VipOpenNic("shm0", &nic_) != VIP_SUCCESS) return fail("VipOpenNic");
         if (VipCreatePtag(nic_, &ptag_) != VIP_SUCCESS) return fail("VipCreatePtag");
         size_ = (max_ * kSlot + 4095) & ~size_t(4095);
@@ -125,7 +125,7 @@ public:
 
     bool post_send(size_t k, const Msg &m) {
         memcpy(sbuf(k), &m, sizeof m);
-        sc::fill(sbuf(k) + sizeof m, kMsg - sizeof m, seed(m.index, m.reply));
+        vt::fill(sbuf(k) + sizeof m, kMsg - sizeof m, seed(m.index, m.reply));
         set(sdesc(k), sbuf(k));
         VIP_RETURN rc = VipPostSend(vis_[k], sdesc(k), mh_);
         return rc == VIP_SUCCESS || fail("VipPostSend on VI %zu: %s", k, VipReturnString(rc));
@@ -136,7 +136,7 @@ public:
             return false;
         memcpy(m, rbuf(k), sizeof *m);
         return m->magic == kMagic &&
-               sc::check(rbuf(k) + sizeof *m, kMsg - sizeof *m, seed(m->index, m->reply));
+               vt::check(rbuf(k) + sizeof *m, kMsg - sizeof *m, seed(m->index, m->reply));
     }
 
     bool destroy_all(Report *r) {
@@ -158,8 +158,8 @@ public:
         std::vector<VIP_VI_HANDLE>().swap(vis_);
         r->fds_before = fds_before_;
         r->maps_before = maps_before_;
-        r->fds_after = sc::fd_count();
-        r->maps_after = sc::map_count();
+        r->fds_after = vt::fd_count();
+        r->maps_after = vt::map_count();
         r->clean = r->fds_after == r->fds_before && r->maps_after == r->maps_before;
         return ok;
     }
@@ -245,7 +245,7 @@ struct Setup {
 };
 
 // The limited process: connects until a call fails, then proves its VIs work.
-int limited(const Setup &s, sc::Link &link) {
+int limited(const Setup &s, vt::Link &link) {
     Report r;
     Side side(s.max_vis);
     auto send = [&] {
@@ -253,8 +253,8 @@ int limited(const Setup &s, sc::Link &link) {
         return link.put(&r, sizeof r);
     };
     if (!side.open()) return send(), 1;
-    std::vector<uint8_t> self = sc::address(side.nic_, s.disc + "c");
-    std::vector<uint8_t> server = sc::address(side.nic_, s.disc);
+    std::vector<uint8_t> self = vt::address(side.nic_, s.disc + "c");
+    std::vector<uint8_t> server = vt::address(side.nic_, s.disc);
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 256);
     rlimit old_as;
     getrlimit(RLIMIT_AS, &old_as);
@@ -272,7 +272,7 @@ int limited(const Setup &s, sc::Link &link) {
         if (setrlimit(RLIMIT_AS, &al) != 0) return side.fail("setrlimit AS"), send(), 1;
     }
     // From here until the limit is lifted nothing is allocated by this code.
-    double end = sc::now_s() + 60;
+    double end = vt::now_s() + 60;
     while (static_cast<int>(side.vis_.size()) < s.max_vis) {
         VIP_VI_HANDLE vi = side.make(&r.step, &r.rc);
         if (!vi) break;
@@ -280,15 +280,15 @@ int limited(const Setup &s, sc::Link &link) {
         if (s.limited_is_client) {
             for (;;) {
                 VIP_VI_ATTRIBUTES ra;
-                rc = VipConnectRequest(vi, sc::net(self), sc::net(server), kWaitMs, &ra);
-                if (rc != VIP_NO_MATCH || sc::now_s() > end) break;
+                rc = VipConnectRequest(vi, vt::net(self), vt::net(server), kWaitMs, &ra);
+                if (rc != VIP_NO_MATCH || vt::now_s() > end) break;
                 usleep(1000);
             }
             if (rc != VIP_SUCCESS) r.step = kRequest;
         } else {
             VIP_VI_ATTRIBUTES ra;
             VIP_CONN_HANDLE conn;
-            rc = VipConnectWait(side.nic_, sc::net(server), kWaitMs, sc::net(remote), &ra, &conn);
+            rc = VipConnectWait(side.nic_, vt::net(server), kWaitMs, vt::net(remote), &ra, &conn);
             if (rc != VIP_SUCCESS) {
                 r.step = kConnectWait;
             } else {
@@ -321,8 +321,8 @@ int limited(const Setup &s, sc::Link &link) {
         ok = side.post_send(k, Msg{kMagic, static_cast<uint32_t>(k), 0, 0});
     std::vector<uint8_t> got(side.vis_.size(), 0), sent(side.vis_.size(), 0);
     size_t n = side.vis_.size(), recvs = 0, sends = 0;
-    end = sc::now_s() + 20;
-    while (ok && (recvs < n || sends < n) && sc::now_s() < end) {
+    end = vt::now_s() + 20;
+    while (ok && (recvs < n || sends < n) && vt::now_s() < end) {
         for (size_t k = 0; k < n; ++k) {
             VIP_DESCRIPTOR *d;
             Msg m;
@@ -356,7 +356,7 @@ int limited(const Setup &s, sc::Link &link) {
 
 // The helper: accepts (or requests) connections until told to stop, then
 // answers every message.
-int helper(const Setup &s, sc::Link &link) {
+int helper(const Setup &s, vt::Link &link) {
     Report r;
     Side side(s.max_vis + 8);
     auto send = [&] {
@@ -364,13 +364,13 @@ int helper(const Setup &s, sc::Link &link) {
         return link.put(&r, sizeof r);
     };
     if (!side.open()) return send(), 1;
-    std::vector<uint8_t> self = sc::address(side.nic_, s.disc + "h");
-    std::vector<uint8_t> server = sc::address(side.nic_, s.disc);
+    std::vector<uint8_t> self = vt::address(side.nic_, s.disc + "h");
+    std::vector<uint8_t> server = vt::address(side.nic_, s.disc);
     std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 256);
     VIP_VI_HANDLE spare = nullptr;
-    double end = sc::now_s() + 60;
+    double end = vt::now_s() + 60;
     char c = 0;
-    while (sc::now_s() < end) {
+    while (vt::now_s() < end) {
         if (link.get(&c, 1, 0)) break;
         if (static_cast<int>(side.vis_.size()) >= s.max_vis + 8) {
             usleep(1000);
@@ -384,12 +384,12 @@ int helper(const Setup &s, sc::Link &link) {
         if (s.limited_is_client) {
             VIP_VI_ATTRIBUTES ra;
             VIP_CONN_HANDLE conn;
-            rc = VipConnectWait(side.nic_, sc::net(server), 100, sc::net(remote), &ra, &conn);
+            rc = VipConnectWait(side.nic_, vt::net(server), 100, vt::net(remote), &ra, &conn);
             if (rc == VIP_TIMEOUT) continue;
             if (rc == VIP_SUCCESS) rc = VipConnectAccept(conn, spare);
         } else {
             VIP_VI_ATTRIBUTES ra;
-            rc = VipConnectRequest(spare, sc::net(self), sc::net(server), 300, &ra);
+            rc = VipConnectRequest(spare, vt::net(self), vt::net(server), 300, &ra);
             if (rc != VIP_SUCCESS) usleep(1000);
         }
         // A VI whose connection failed is Idle again: tried again.
@@ -412,8 +412,8 @@ int helper(const Setup &s, sc::Link &link) {
     // Connections the limited process gave up half-way end in error here: skipped.
     size_t n = side.vis_.size();
     std::vector<uint8_t> got(n, 0);
-    end = sc::now_s() + 20;
-    while (r.checked < expect && sc::now_s() < end && !side.err[0]) {
+    end = vt::now_s() + 20;
+    while (r.checked < expect && vt::now_s() < end && !side.err[0]) {
         for (size_t k = 0; k < n; ++k) {
             VIP_DESCRIPTOR *d;
             Msg m;
@@ -443,8 +443,8 @@ void run_case(Limit limit, bool limited_is_client, int slack) {
     INFO("limited process: " << (limited_is_client ? "client" : "server") << ", limit: "
                              << (limit == Limit::nofile ? "RLIMIT_NOFILE" : "RLIMIT_AS")
                              << ", slack " << slack);
-    sc::Link lim_link, help_link;
-    sc::Workers w;
+    vt::Link lim_link, help_link;
+    vt::Workers w;
     w.pids.push_back(vt::spawn_child([&] {
         lim_link.in_child();
         return limited(s, lim_link);
@@ -502,7 +502,7 @@ void run_case(Limit limit, bool limited_is_client, int slack) {
     INFO("limited: " << lr.fds_after << " descriptors, " << lr.maps_after << " mappings; before "
                      << lr.fds_before << ", " << lr.maps_before);
     CHECK(lr.clean);
-    std::vector<int> st = w.wait_all(sc::now_s() + 20);
+    std::vector<int> st = w.wait_all(vt::now_s() + 20);
     CHECK(vt::status_text(st[0]) == "exit 0");
     CHECK(vt::status_text(st[1]) == "exit 0");
 }
@@ -531,8 +531,8 @@ void exchange(VIP_VI_HANDLE a, VIP_VI_HANDLE b, uint8_t *mem, VIP_MEM_HANDLE mha
               VIP_MEM_HANDLE mhb, uint32_t round) {
     auto *sa = reinterpret_cast<VIP_DESCRIPTOR *>(mem);
     auto *sb = reinterpret_cast<VIP_DESCRIPTOR *>(pmem);
-    sc::fill(mem + 1024, kMsg, round * 2);
-    sc::fill(pmem + 1024, kMsg, round * 2 + 1);
+    vt::fill(mem + 1024, kMsg, round * 2);
+    vt::fill(pmem + 1024, kMsg, round * 2 + 1);
     vt::set_desc(sa, mem + 1024, kMsg, mha);
     vt::set_desc(sb, pmem + 1024, kMsg, mhb);
     REQUIRE(VipPostSend(a, sa, mha) == VIP_SUCCESS);
@@ -543,9 +543,9 @@ void exchange(VIP_VI_HANDLE a, VIP_VI_HANDLE b, uint8_t *mem, VIP_MEM_HANDLE mha
         CHECK(d == want);
     }
     REQUIRE(VipRecvWait(a, vt::kWaitMs, &d) == VIP_SUCCESS);
-    CHECK(sc::check(mem + 2048, kMsg, round * 2 + 1));
+    CHECK(vt::check(mem + 2048, kMsg, round * 2 + 1));
     REQUIRE(VipRecvWait(b, vt::kWaitMs, &d) == VIP_SUCCESS);
-    CHECK(sc::check(pmem + 2048, kMsg, round * 2));
+    CHECK(vt::check(pmem + 2048, kMsg, round * 2));
 }
 
 void post_recv(VIP_VI_HANDLE vi, uint8_t *mem, VIP_MEM_HANDLE mh) {
@@ -560,8 +560,8 @@ void post_recv(VIP_VI_HANDLE vi, uint8_t *mem, VIP_MEM_HANDLE mh) {
 TEST_CASE("arena exhaustion in a fresh process (run by the test below)", "[.][arena-body]") {
     REQUIRE(vt::config_value("SHARED_ARENA_MB") == "16");
     // Every shareable VI also holds an eventfd: room for many more than the arena holds.
-    REQUIRE(sc::raise_nofile(std::min<rlim_t>(sc::nofile_reachable(), 65536)) == "");
-    int fds_before = sc::fd_count();
+    REQUIRE(vt::raise_nofile(std::min<rlim_t>(vt::nofile_reachable(), 65536)) == "");
+    int fds_before = vt::fd_count();
     vt::Nic n("shm0"), peer("shm0");
     // Shareable VIs need their descriptors and buffers in shareable memory.
     size_t size = 1 << 16;
@@ -593,7 +593,7 @@ TEST_CASE("arena exhaustion in a fresh process (run by the test below)", "[.][ar
     }
     rlimit nl;
     getrlimit(RLIMIT_NOFILE, &nl);
-    int fds_full = sc::fd_count();
+    int fds_full = vt::fd_count();
     printf("[measure] 16 MiB shared arena: %zu more shareable VIs, then VipCreateVi returned %s "
            "(%d descriptors open, limit %llu)\n",
            vis.size(), VipReturnString(rc), fds_full, static_cast<unsigned long long>(nl.rlim_cur));
@@ -619,7 +619,7 @@ TEST_CASE("arena exhaustion in a fresh process (run by the test below)", "[.][ar
     munmap(mem, size);
     n.close();
     peer.close();
-    CHECK(sc::fd_count() == fds_before);
+    CHECK(vt::fd_count() == fds_before);
 }
 
 TEST_CASE("shared arena full: VIP_ERROR_RESOURCE, earlier VIs keep working, all destroyable",

@@ -9,7 +9,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-namespace sc {
+namespace vt {
 namespace {
 
 constexpr uint32_t kMagic = 0x5643414c; // "LACV"
@@ -334,7 +334,7 @@ private:
         if (memcmp(&got, &want, sizeof got) != 0)
             return fail(fmt("VI %zu got the message of server %u client %u VI %u", k, got.server,
                             got.client, got.index));
-        if (!sc::check(rbuf(k) + sizeof got, p_.msg - sizeof got, seed_of(want)))
+        if (!vt::check(rbuf(k) + sizeof got, p_.msg - sizeof got, seed_of(want)))
             return fail(fmt("VI %zu: message content differs", k));
         return true;
     }
@@ -385,7 +385,7 @@ private:
                     // Every wave message carries the same bytes: the receives share a buffer.
                     if (d != wdesc(k, recv_done_[k], true) ||
                         (d->CS.Status & VIP_STATUS_ERROR_MASK) || d->CS.Length != kWrapMsg ||
-                        !sc::check(wrbuf(), kWrapMsg, 99))
+                        !vt::check(wrbuf(), kWrapMsg, 99))
                         return fail(fmt("wave message on VI %zu: status %#x", k, d->CS.Status));
                     ++recv_done_[k];
                     ++recvs;
@@ -655,9 +655,9 @@ FleetResult run_fleet(const FleetPlan &p, const std::function<void(const std::st
         if (st[w] != 0) fail(fmt("worker %zu ended with status %#x", w, st[w]));
     res.exited = meminfo();
     for (int s = 0; s < p.servers; ++s)
-        res.sockets_left += unix_sockets_with(listener_name(p.prefix + "s" + std::to_string(s)));
+        res.sockets_left += unix_socket_count(listener_name(p.prefix + "s" + std::to_string(s)));
     say(fmt("torn down in %.1f s", res.teardown_s));
     return res;
 }
 
-} // namespace sc
+} // namespace vt

@@ -14,7 +14,7 @@
 #include <functional>
 #include <string>
 
-namespace sc {
+namespace vt {
 
 struct FleetPlan {
     int servers = 16;       // and as many clients
@@ -75,7 +75,7 @@ FleetResult run_fleet(const FleetPlan &plan, const std::function<void(const std:
 
 // KiB of memory per VI between two points: the kernel's share (Shmem,
 // PageTables, KernelStack from /proc/meminfo, slab objects from
-// /proc/slabinfo: sc::slab_growth) plus the workers' private memory (sum of
+// /proc/slabinfo: vt::slab_growth) plus the workers' private memory (sum of
 // Pss_Anon).  proc_slab: /proc entries other programs instantiated meanwhile,
 // left out; slab_pages: the growth of meminfo's Slab (pages), less those.
 struct PerVi {
@@ -85,4 +85,4 @@ struct PerVi {
 PerVi per_vi(const MemInfo &a, const MemInfo &b, const ProcMem &pa, const ProcMem &pb,
              long long vis);
 
-} // namespace sc
+} // namespace vt

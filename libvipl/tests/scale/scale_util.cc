@@ -15,21 +15,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace sc {
+namespace vt {
 
 double now_s() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-std::string fmt(const char *f, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(buf, sizeof buf, f, ap);
-    va_end(ap);
-    return buf;
 }
 
 namespace {
@@ -174,7 +165,7 @@ int maps_with(const char *needle) {
     return count_lines_with("/proc/self/maps", needle);
 }
 
-int unix_sockets_with(const std::string &needle) {
+int unix_socket_count(const std::string &needle) {
     return count_lines_with("/proc/net/unix", needle.c_str());
 }
 
@@ -246,21 +237,6 @@ bool warm_up_library() {
         ok = VipDestroyPtag(nic, ptag) == VIP_SUCCESS && ok;
     }
     return VipCloseNic(nic) == VIP_SUCCESS && ok;
-}
-
-std::vector<uint8_t> address(VIP_NIC_HANDLE nic, const std::string &disc) {
-    std::vector<uint8_t> a(sizeof(VIP_NET_ADDRESS) + 64 + disc.size());
-    auto *na = net(a);
-    char host[] = "localhost";
-    if (VipNSGetHostByName(nic, host, na, 0) != VIP_SUCCESS) na->HostAddressLen = 0;
-    na->DiscriminatorLen = static_cast<VIP_UINT16>(disc.size());
-    memcpy(na->HostAddress + na->HostAddressLen, disc.data(), disc.size());
-    return a;
-}
-
-std::string disc_of(const VIP_NET_ADDRESS *a) {
-    return std::string(reinterpret_cast<const char *>(a->HostAddress + a->HostAddressLen),
-                       a->DiscriminatorLen);
 }
 
 Link::Link() {
@@ -373,4 +349,4 @@ bool check(const uint8_t *p, size_t n, uint64_t seed) {
     return true;
 }
 
-} // namespace sc
+} // namespace vt

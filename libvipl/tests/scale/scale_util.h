@@ -4,6 +4,8 @@
 // it runs in forked workers too.
 #pragma once
 
+#include "kit.h"
+
 #include <vipl.h>
 #include <vipl_ext.h>
 
@@ -13,10 +15,9 @@
 #include <sys/types.h>
 #include <vector>
 
-namespace sc {
+namespace vt {
 
 double now_s();
-std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 
 // /proc/meminfo, in KiB, and from /proc/slabinfo (root) what the kernel
 // holds for /proc/PID/... entries that something instantiated: a program
@@ -55,7 +56,7 @@ int fd_count(pid_t pid);
 int map_count(pid_t pid);
 int maps_with(const char *needle);
 // Lines of /proc/net/unix containing needle.
-int unix_sockets_with(const std::string &needle);
+int unix_socket_count(const std::string &needle);
 // The abstract socket a server listening on disc binds (as /proc/net/unix shows it).
 std::string listener_name(const std::string &disc);
 
@@ -69,14 +70,6 @@ bool warm_up_library();
 std::string raise_nofile(rlim_t want);
 // The number of descriptors a process of this tree may open at most.
 rlim_t nofile_reachable();
-
-// Address of disc on this host.
-std::vector<uint8_t> address(VIP_NIC_HANDLE nic, const std::string &disc);
-inline VIP_NET_ADDRESS *net(std::vector<uint8_t> &a) {
-    return reinterpret_cast<VIP_NET_ADDRESS *>(a.data());
-}
-// The discriminator of an address.
-std::string disc_of(const VIP_NET_ADDRESS *a);
 
 // Two pipes made before fork: fixed-size messages both ways.
 struct Link {
@@ -109,4 +102,4 @@ struct Workers {
 void fill(uint8_t *p, size_t n, uint64_t seed);
 bool check(const uint8_t *p, size_t n, uint64_t seed);
 
-} // namespace sc
+} // namespace vt

@@ -33,7 +33,7 @@ namespace {
 constexpr long long kTarget = 131072;
 constexpr double kAimKiB = 16;
 
-void print_per_vi(const char *when, const sc::PerVi &m) {
+void print_per_vi(const char *when, const vt::PerVi &m) {
     printf("[measure] memory per connected VI, %s: %.2f KiB = Shmem %.2f + Slab %.2f + "
            "PageTables %.2f + KernelStack %.2f + workers' Pss_Anon %.2f\n",
            when, m.total, m.shmem, m.slab, m.page_tables, m.kernel_stack, m.anon);
@@ -53,16 +53,16 @@ TEST_CASE("131072 connected VIs on one host, each carrying a message both ways, 
           "[scale]") {
     long long target = kTarget;
     if (const char *e = getenv("VIPL_SCALE_VIS")) target = std::max(4LL, atoll(e));
-    sc::FleetPlan p = sc::fleet_plan(target);
+    vt::FleetPlan p = vt::fleet_plan(target);
     p.prefix = vt::unique_disc("-");
     p.timeout_s = 200;
     printf("[measure] fleet: %d server + %d client processes, %d VIs each, RLIMIT_NOFILE %lld "
            "per worker%s\n",
-           p.servers, p.servers, p.per_proc, sc::fleet_nofile(p.per_proc),
+           p.servers, p.servers, p.per_proc, vt::fleet_nofile(p.per_proc),
            target != kTarget ? " (VIPL_SCALE_VIS: reduced run)" : "");
     fflush(stdout);
 
-    sc::FleetResult r = sc::run_fleet(p, [](const std::string &s) {
+    vt::FleetResult r = vt::run_fleet(p, [](const std::string &s) {
         printf("  %s\n", s.c_str());
         fflush(stdout);
     });
@@ -96,11 +96,11 @@ TEST_CASE("131072 connected VIs on one host, each carrying a message both ways, 
     double maps_per_vi = double(r.maps_connected - r.maps_ready) / r.vis;
     printf("[measure] per connected VI: %.2f descriptors, %.2f mappings\n", fds_per_vi,
            maps_per_vi);
-    sc::PerVi idle = sc::per_vi(r.ready, r.connected_idle, r.p_ready, r.p_connected, r.vis);
-    sc::PerVi used = sc::per_vi(r.ready, r.after_messages, r.p_ready, r.p_messages, r.vis);
+    vt::PerVi idle = vt::per_vi(r.ready, r.connected_idle, r.p_ready, r.p_connected, r.vis);
+    vt::PerVi used = vt::per_vi(r.ready, r.after_messages, r.p_ready, r.p_messages, r.vis);
     print_per_vi("idle, before any message", idle);
     print_per_vi("idle, after one message each way", used);
-    sc::PerVi full = sc::per_vi(r.ready, r.after_wrap, r.p_ready, r.p_wrap, r.vis);
+    vt::PerVi full = vt::per_vi(r.ready, r.after_wrap, r.p_ready, r.p_wrap, r.vis);
     print_per_vi("idle, after traffic went once round every ring (all ring pages resident)", full);
     long long shm_left = r.exited.shmem - r.ready.shmem;
     printf("[measure] after teardown: Shmem %+lld KiB with the VIs destroyed, %+lld KiB once the "

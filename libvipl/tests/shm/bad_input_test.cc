@@ -48,7 +48,7 @@ void bad_nic(Good &g, VIP_NIC_HANDLE h) {
     VIP_NIC_ATTRIBUTES na;
     VIP_PROTECTION_HANDLE p;
     VIP_MEM_HANDLE mh;
-    VIP_MEM_ATTRIBUTES ma{g.nic.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{g.nic.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_VI_ATTRIBUTES va = vt::vi_attrs(g.nic);
     VIP_VI_HANDLE vi;
     VIP_CQ_HANDLE cq;
@@ -125,7 +125,7 @@ void bad_cq(Good &g, VIP_CQ_HANDLE h) {
 }
 
 void bad_ptag(Good &g, VIP_PROTECTION_HANDLE h) {
-    VIP_MEM_ATTRIBUTES ma{h, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{h, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_MEM_HANDLE mh;
     VIP_VI_ATTRIBUTES va = vt::vi_attrs(g.nic);
     va.Ptag = h;
@@ -146,7 +146,7 @@ void bad_mem(Good &g, VIP_MEM_HANDLE h) {
     VIP_MEM_ATTRIBUTES ma;
     EXPECT_RC(VipDeregisterMem(g.nic.nic, g.mem.base, h), VIP_INVALID_PARAMETER);
     EXPECT_RC(VipQueryMem(g.nic.nic, g.mem.base, h, &ma), VIP_INVALID_PARAMETER);
-    ma = VIP_MEM_ATTRIBUTES{g.nic.ptag, VIP_FALSE, VIP_FALSE};
+    ma = VIP_MEM_ATTRIBUTES{g.nic.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     EXPECT_RC(VipSetMemAttributes(g.nic.nic, g.mem.base, h, &ma), VIP_INVALID_PARAMETER);
     EXPECT_RC(VipPostRecv(g.vi, g.mem.desc(0), h), VIP_INVALID_PARAMETER);
 }
@@ -233,7 +233,7 @@ TEST_CASE("bad input: handles of destroyed objects are refused", "[shm][bad]") {
     bad_ptag(g, p);
 
     VIP_MEM_HANDLE mh;
-    VIP_MEM_ATTRIBUTES ma{g.nic.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{g.nic.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     REQUIRE(VipRegisterMem(g.nic.nic, g.mem.base + 8192, 4096, &ma, &mh) == VIP_SUCCESS);
     REQUIRE(VipDeregisterMem(g.nic.nic, g.mem.base + 8192, mh) == VIP_SUCCESS);
     bad_mem(g, mh);
@@ -369,7 +369,7 @@ TEST_CASE("bad input: malformed descriptors get the documented code and Status",
     SECTION("segments outside registered memory") {
         std::vector<uint8_t> heap(4096);
         VIP_MEM_HANDLE dead;
-        VIP_MEM_ATTRIBUTES attrs{na.ptag, VIP_FALSE, VIP_FALSE};
+        VIP_MEM_ATTRIBUTES attrs{na.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
         REQUIRE(VipRegisterMem(na.nic, spare.base, 4096, &attrs, &dead) == VIP_SUCCESS);
         REQUIRE(VipDeregisterMem(na.nic, spare.base, dead) == VIP_SUCCESS);
         struct Case {
@@ -444,7 +444,7 @@ TEST_CASE("bad input: malformed descriptors get the documented code and Status",
         CHECK(VipPostRecv(a, d, spare.mh) == VIP_INVALID_PARAMETER);
         // Straddling the end of a region whose length is not a multiple of 64.
         VIP_MEM_HANDLE odd;
-        VIP_MEM_ATTRIBUTES attrs{na.ptag, VIP_FALSE, VIP_FALSE};
+        VIP_MEM_ATTRIBUTES attrs{na.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
         REQUIRE(VipRegisterMem(na.nic, spare.base + 8192, 4096 + 32, &attrs, &odd) == VIP_SUCCESS);
         auto *across = reinterpret_cast<VIP_DESCRIPTOR *>(spare.base + 8192 + 4096);
         vt::set_desc(across, buf, 64, ma.mh);

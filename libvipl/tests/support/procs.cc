@@ -51,35 +51,6 @@ int run_checked(const std::function<int()> &fn, int timeout_s) {
     return vt::wait_child(spawn_checked(fn), timeout_s);
 }
 
-double now_ms() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-void sleep_ms(double ms) {
-    std::this_thread::sleep_for(std::chrono::microseconds(long(ms * 1000)));
-}
-
-std::string fmt(const char *f, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(buf, sizeof buf, f, ap);
-    va_end(ap);
-    return buf;
-}
-
-long env_long(const char *name, long def) {
-    const char *v = getenv(name);
-    return v && *v ? strtol(v, nullptr, 0) : def;
-}
-
-std::string env_str(const char *name, const std::string &def) {
-    const char *v = getenv(name);
-    return v ? v : def;
-}
-
 // ---------------------------------------------------------------- Channel
 
 Channel::Channel() {
@@ -147,16 +118,6 @@ void Child::kill_now(int sig) {
 
 // --------------------------------------------------------------------- Ep
 
-std::vector<uint8_t> address(VIP_NIC_HANDLE nic, const std::string &disc) {
-    std::vector<uint8_t> a(sizeof(VIP_NET_ADDRESS) + 64 + disc.size());
-    auto *na = reinterpret_cast<VIP_NET_ADDRESS *>(a.data());
-    char host[] = "localhost";
-    if (VipNSGetHostByName(nic, host, na, 0) != VIP_SUCCESS) return {};
-    na->DiscriminatorLen = static_cast<VIP_UINT16>(disc.size());
-    memcpy(na->HostAddress + na->HostAddressLen, disc.data(), disc.size());
-    return a;
-}
-
 bool Ep::fail(const std::string &what) {
     if (err.empty()) err = what;
     return false;
@@ -178,7 +139,7 @@ bool Ep::open(size_t bytes, const Opts &o) {
     if (p == MAP_FAILED) return fail("mmap failed");
     mem = static_cast<uint8_t *>(p);
     VIP_MEM_ATTRIBUTES ma{ptag, o.rdma_write ? VIP_TRUE : VIP_FALSE,
-                          o.rdma_read ? VIP_TRUE : VIP_FALSE};
+                          o.rdma_read ? VIP_TRUE : VIP_FALSE, VIP_FALSE};
     if (!check(VipRegisterMem(nic, mem, size, &ma, &mh), "VipRegisterMem")) return false;
     VIP_VI_ATTRIBUTES va{};
     va.ReliabilityLevel = o.level;

@@ -4,6 +4,7 @@
 // a process; time and text helpers every test program shares.
 #pragma once
 
+#include "kit.h"
 #include "support.h"
 
 #include <csignal>
@@ -32,12 +33,7 @@ int failed_assertions();
 int spawn_checked(const std::function<int()> &fn);
 int run_checked(const std::function<int()> &fn, int timeout_s = 60);
 
-double now_ms();
-void sleep_ms(double ms);
-std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 // Reads an integer parameter a parent passed to a fresh process.
-long env_long(const char *name, long def);
-std::string env_str(const char *name, const std::string &def = "");
 
 // Two pipes created before fork: small values in either direction.
 struct Channel {
@@ -112,9 +108,6 @@ struct Ep {
     VIP_VI_STATE state();
     VIP_VI_COUNTERS counters();
 };
-
-// Address of disc on this host (for raw VipConnect* calls).
-std::vector<uint8_t> address(VIP_NIC_HANDLE nic, const std::string &disc);
 
 // The abstract socket name a server listening on disc binds ("@vipl-shm-cs:<hex>").
 std::string socket_name(const std::string &disc);

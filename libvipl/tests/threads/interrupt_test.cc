@@ -21,7 +21,7 @@ std::atomic<int> g_phase{0};
 
 void count(void *uc) {
     ++g_runs;
-    if (tt::interrupted_syscall(uc)) ++g_hits;
+    if (vt::interrupted_syscall(uc)) ++g_hits;
 }
 
 void on_signal(int, siginfo_t *, void *uc) {
@@ -76,7 +76,7 @@ struct Fixture {
         REQUIRE(VipPostRecv(vi, m.desc(i), m.mh) == VIP_SUCCESS);
     }
     void post_send(VIP_VI_HANDLE vi, vt::Memory &m, int i, uint32_t len, uint32_t seq) {
-        tt::fill_msg(buf(m, i), len, 7, seq);
+        vt::fill_msg(buf(m, i), len, 7, seq);
         vt::set_desc(m.desc(i), buf(m, i), len, m.mh);
         REQUIRE(VipPostSend(vi, m.desc(i), m.mh) == VIP_SUCCESS);
     }
@@ -88,7 +88,7 @@ struct Fixture {
     }
     bool holds(vt::Memory &m, int i, uint32_t seq) {
         uint32_t sender = 0, got = 0;
-        return tt::check_msg(buf(m, i), m.desc(i)->CS.Length, &sender, &got) && got == seq;
+        return vt::check_msg(buf(m, i), m.desc(i)->CS.Length, &sender, &got) && got == seq;
     }
     // Takes the CQ entries a's receives left (none may be left otherwise).
     int drain_cq() {
@@ -101,7 +101,7 @@ struct Fixture {
 };
 
 // Signals a sleeping call once and checks it ended with VIP_INTERRUPTED soon after.
-void interrupt_once(tt::Call &c) {
+void interrupt_once(vt::Call &c) {
     REQUIRE(c.asleep());
     reset();
     double t0 = vt::now_ms();
@@ -115,7 +115,7 @@ void interrupt_once(tt::Call &c) {
     CHECK(g_runs == 1);
     // The handler saw the thread asleep in the kernel (checks the detector
     // the signal-storm test relies on).
-    if (tt::interrupted_syscall_known()) CHECK(g_hits == 1);
+    if (vt::interrupted_syscall_known()) CHECK(g_hits == 1);
 }
 
 std::vector<uint8_t> addr(VIP_NIC_HANDLE nic, const std::string &disc) {
@@ -171,18 +171,18 @@ TEST_CASE("VipRecvWait and VipCQWait return VIP_INTERRUPTED and lose nothing",
           "[threads][signals]") {
     bool restart = GENERATE(false, true);
     INFO((restart ? "SA_RESTART" : "no SA_RESTART"));
-    tt::ScopedHandler h(kSig, on_signal, restart);
+    vt::ScopedHandler h(kSig, on_signal, restart);
     Fixture f;
     f.post_recv(f.p.a, f.ma, 0);
     {
         VIP_DESCRIPTOR *d = nullptr;
-        tt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
+        vt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
         interrupt_once(c);
     }
     {
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recv;
-        tt::Call c([&] { return VipCQWait(f.cq, 10000, &vi, &recv); });
+        vt::Call c([&] { return VipCQWait(f.cq, 10000, &vi, &recv); });
         interrupt_once(c);
     }
     // The receive posted before the interruptions completes as usual.
@@ -202,7 +202,7 @@ TEST_CASE("VipSendWait returns VIP_INTERRUPTED and the send still completes",
           "[threads][signals]") {
     bool restart = GENERATE(false, true);
     INFO((restart ? "SA_RESTART" : "no SA_RESTART"));
-    tt::ScopedHandler h(kSig, on_signal, restart);
+    vt::ScopedHandler h(kSig, on_signal, restart);
     Fixture f;
     // A large send completes only once the receiver has read it, and nobody
     // drives the receiver yet: the sender sleeps.
@@ -210,7 +210,7 @@ TEST_CASE("VipSendWait returns VIP_INTERRUPTED and the send still completes",
     f.post_send(f.p.a, f.ma, 0, 100000, 42);
     {
         VIP_DESCRIPTOR *d = nullptr;
-        tt::Call c([&] { return VipSendWait(f.p.a, 10000, &d); });
+        vt::Call c([&] { return VipSendWait(f.p.a, 10000, &d); });
         interrupt_once(c);
     }
     VIP_DESCRIPTOR *d = nullptr;
@@ -224,7 +224,7 @@ TEST_CASE("VipConnectWait returns VIP_INTERRUPTED and the next one takes the req
           "[threads][signals][connect]") {
     bool restart = GENERATE(false, true);
     INFO((restart ? "SA_RESTART" : "no SA_RESTART"));
-    tt::ScopedHandler h(kSig, on_signal, restart);
+    vt::ScopedHandler h(kSig, on_signal, restart);
     vt::Nic ns(vt::device()), nc(vt::device());
     std::string disc = vt::unique_disc("-cw");
     std::vector<uint8_t> local = addr(ns.nic, disc);
@@ -232,7 +232,7 @@ TEST_CASE("VipConnectWait returns VIP_INTERRUPTED and the next one takes the req
         vt::AddressBuffer remote;
         VIP_VI_ATTRIBUTES ra;
         VIP_CONN_HANDLE conn;
-        tt::Call c([&] {
+        vt::Call c([&] {
             return VipConnectWait(ns.nic, as_addr(local), 10000, remote.get(), &ra, &conn);
         });
         interrupt_once(c);
@@ -253,7 +253,7 @@ TEST_CASE("VipConnectRequest returns VIP_INTERRUPTED, leaves the VI Idle, and ca
           "[threads][signals][connect]") {
     bool restart = GENERATE(false, true);
     INFO((restart ? "SA_RESTART" : "no SA_RESTART"));
-    tt::ScopedHandler h(kSig, on_signal, restart);
+    vt::ScopedHandler h(kSig, on_signal, restart);
     vt::Nic ns(vt::device()), nc(vt::device());
     std::string disc = vt::unique_disc("-cr");
     std::vector<uint8_t> local = addr(ns.nic, disc);
@@ -268,7 +268,7 @@ TEST_CASE("VipConnectRequest returns VIP_INTERRUPTED, leaves the VI Idle, and ca
     std::vector<uint8_t> me = addr(nc.nic, disc + "c"), target = addr(nc.nic, disc);
     {
         VIP_VI_ATTRIBUTES ra;
-        tt::Call c([&] { return VipConnectRequest(cv, as_addr(me), as_addr(target), 10000, &ra); });
+        vt::Call c([&] { return VipConnectRequest(cv, as_addr(me), as_addr(target), 10000, &ra); });
         interrupt_once(c);
     }
     CHECK(vt::vi_state(cv) == VIP_STATE_IDLE);
@@ -290,7 +290,7 @@ TEST_CASE("VipConnectPeerWait returns VIP_INTERRUPTED and connects when called a
     // Both roles: the larger discriminator listens, the smaller connects.
     const char *mine = GENERATE("a", "z");
     INFO((restart ? "SA_RESTART" : "no SA_RESTART") << ", discriminator " << mine);
-    tt::ScopedHandler h(kSig, on_signal, restart);
+    vt::ScopedHandler h(kSig, on_signal, restart);
     vt::Nic n1(vt::device()), n2(vt::device());
     std::string disc = vt::unique_disc("-pw");
     VIP_VI_HANDLE v1 = new_vi(n1), v2 = new_vi(n2);
@@ -299,12 +299,12 @@ TEST_CASE("VipConnectPeerWait returns VIP_INTERRUPTED and connects when called a
     REQUIRE(VipConnectPeerRequest(v1, as_addr(l1), as_addr(r1), 10000) == VIP_SUCCESS);
     {
         VIP_VI_ATTRIBUTES ra;
-        tt::Call c([&] { return VipConnectPeerWait(v1, &ra); });
+        vt::Call c([&] { return VipConnectPeerWait(v1, &ra); });
         interrupt_once(c);
     }
     CHECK(vt::vi_state(v1) == VIP_STATE_CONNECT_PENDING);
     // The mirror request arrives now; waiting again finishes the connection.
-    tt::Call other([&] {
+    vt::Call other([&] {
         VIP_VI_ATTRIBUTES ra;
         VIP_RETURN rc = VipConnectPeerRequest(v2, as_addr(l2), as_addr(r2), 10000);
         return rc == VIP_SUCCESS ? VipConnectPeerWait(v2, &ra) : rc;
@@ -325,13 +325,13 @@ TEST_CASE("A receive that completes while the handler runs: VIP_INTERRUPTED, the
           "[threads][signals][completion]") {
     bool via_cq = GENERATE(false, true);
     INFO((via_cq ? "VipCQWait" : "VipRecvWait"));
-    tt::ScopedHandler h(kSig, on_signal_hold, false);
+    vt::ScopedHandler h(kSig, on_signal_hold, false);
     Fixture f;
     f.post_recv(f.p.a, f.ma, 0);
     VIP_DESCRIPTOR *d = nullptr;
     VIP_VI_HANDLE vi = nullptr;
     VIP_BOOLEAN recv = VIP_FALSE;
-    tt::Call c([&] {
+    vt::Call c([&] {
         return via_cq ? VipCQWait(f.cq, 10000, &vi, &recv) : VipRecvWait(f.p.a, 10000, &d);
     });
     REQUIRE(c.asleep());
@@ -361,12 +361,12 @@ TEST_CASE("A receive that completes while the handler runs: VIP_INTERRUPTED, the
 TEST_CASE("A send that completes while the handler runs: VIP_INTERRUPTED, then the next call "
           "returns it",
           "[threads][signals][completion]") {
-    tt::ScopedHandler h(kSig, on_signal_hold, false);
+    vt::ScopedHandler h(kSig, on_signal_hold, false);
     Fixture f;
     f.post_recv(f.p.b, f.mb, 0);
     f.post_send(f.p.a, f.ma, 0, 100000, 44);
     VIP_DESCRIPTOR *d = nullptr;
-    tt::Call c([&] { return VipSendWait(f.p.a, 10000, &d); });
+    vt::Call c([&] { return VipSendWait(f.p.a, 10000, &d); });
     REQUIRE(c.asleep());
     reset();
     c.signal(kSig);
@@ -389,7 +389,7 @@ TEST_CASE("A send that completes while the handler runs: VIP_INTERRUPTED, then t
 TEST_CASE("A connection request that arrives while the handler runs is taken by the next "
           "VipConnectWait",
           "[threads][signals][completion][connect]") {
-    tt::ScopedHandler h(kSig, on_signal_hold, false);
+    vt::ScopedHandler h(kSig, on_signal_hold, false);
     vt::Nic ns(vt::device()), nc(vt::device());
     std::string disc = vt::unique_disc("-cwc");
     std::vector<uint8_t> local = addr(ns.nic, disc);
@@ -398,7 +398,7 @@ TEST_CASE("A connection request that arrives while the handler runs is taken by 
     vt::AddressBuffer remote;
     VIP_VI_ATTRIBUTES ra;
     VIP_CONN_HANDLE conn = nullptr;
-    tt::Call c(
+    vt::Call c(
         [&] { return VipConnectWait(ns.nic, as_addr(local), 10000, remote.get(), &ra, &conn); });
     REQUIRE(c.asleep());
     reset();
@@ -406,7 +406,7 @@ TEST_CASE("A connection request that arrives while the handler runs is taken by 
     REQUIRE(handler_waiting());
     // The client's request is queued (the client sleeps awaiting the answer)
     // before the handler returns.
-    tt::Call client([&] { return vt::connect_request(cv, as_addr(me), as_addr(target), 10000); });
+    vt::Call client([&] { return vt::connect_request(cv, as_addr(me), as_addr(target), 10000); });
     CHECK(client.asleep());
     g_phase = 2;
     VIP_RETURN rc = c.join();
@@ -425,7 +425,7 @@ TEST_CASE("A connection request that arrives while the handler runs is taken by 
 
 TEST_CASE("A connection accepted while the client's handler runs: both sides agree",
           "[threads][signals][completion][connect]") {
-    tt::ScopedHandler h(kSig, on_signal_hold, false);
+    vt::ScopedHandler h(kSig, on_signal_hold, false);
     vt::Nic ns(vt::device()), nc(vt::device());
     std::string disc = vt::unique_disc("-cra");
     std::vector<uint8_t> local = addr(ns.nic, disc);
@@ -435,7 +435,7 @@ TEST_CASE("A connection accepted while the client's handler runs: both sides agr
     VIP_VI_ATTRIBUTES ra;
     VIP_CONN_HANDLE conn = nullptr;
     REQUIRE(VipConnectWait(ns.nic, as_addr(local), 0, remote.get(), &ra, &conn) == VIP_TIMEOUT);
-    tt::Call client(
+    vt::Call client(
         [&] { return VipConnectRequest(cv, as_addr(me), as_addr(target), 10000, &ra); });
     REQUIRE(VipConnectWait(ns.nic, as_addr(local), vt::kWaitMs, remote.get(), &ra, &conn) ==
             VIP_SUCCESS);
@@ -445,7 +445,7 @@ TEST_CASE("A connection accepted while the client's handler runs: both sides agr
     REQUIRE(handler_waiting());
     // The server answers while the client is in its handler, and then waits
     // for the client's acknowledgement.
-    tt::Call accept([&] { return VipConnectAccept(conn, sv); });
+    vt::Call accept([&] { return VipConnectAccept(conn, sv); });
     CHECK(accept.asleep());
     g_phase = 2;
     VIP_RETURN rc_client = client.join(), rc_server = accept.join();
@@ -474,7 +474,7 @@ TEST_CASE("A connection accepted while the client's handler runs: both sides agr
 TEST_CASE("spin (fresh process)", "[.][threads-spin]") {
     // VIPL_SPIN_US=1000000: a wait spins a whole second before it sleeps.
     REQUIRE(vt::config_value("SPIN_US") == "1000000");
-    tt::ScopedHandler h(kSig, on_signal, false);
+    vt::ScopedHandler h(kSig, on_signal, false);
     Fixture f;
     f.post_recv(f.p.a, f.ma, 0);
     f.post_recv(f.p.a, f.ma, 1);
@@ -483,16 +483,16 @@ TEST_CASE("spin (fresh process)", "[.][threads-spin]") {
     VIP_DESCRIPTOR *d = nullptr;
     // The waiter has a CPU of its own: an answer that comes after another
     // thread ran on its CPU would not count as a win of the spin.
-    tt::pin_cpu(0);
+    vt::pin_cpu(0);
     {
-        tt::Call c([&] {
-            tt::pin_cpu(1);
+        vt::Call c([&] {
+            vt::pin_cpu(1);
             return VipRecvWait(f.p.a, 10000, &d);
         });
         c.thread_id();
         vt::sleep_ms(100);
         // Spinning in user space, not asleep.
-        CHECK(tt::blocked_syscall(c.thread_id()) == -1);
+        CHECK(vt::blocked_syscall(c.thread_id()) == -1);
         reset();
         c.signal(kSig);
         vt::sleep_ms(100);
@@ -510,7 +510,7 @@ TEST_CASE("spin (fresh process)", "[.][threads-spin]") {
     CHECK(after.SpinWins == before.SpinWins + 1);
     // Once the spin is over the call sleeps, and a handler ends it.
     {
-        tt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
+        vt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
         CHECK(c.asleep(5000));
         CHECK_FALSE(c.done());
         reset();
@@ -535,9 +535,9 @@ TEST_CASE("A handler that runs during the spin before sleeping does not end the 
 
 TEST_CASE("every interruption (fresh process)", "[.][threads-every]") {
     REQUIRE(vt::config_value("SPIN_US") == "0");
-    REQUIRE(tt::interrupted_syscall_known());
+    REQUIRE(vt::interrupted_syscall_known());
     bool restart = vt::env_long("VIPL_TEST_RESTART", 0) != 0;
-    tt::ScopedHandler h(kSig, on_signal, restart);
+    vt::ScopedHandler h(kSig, on_signal, restart);
     Fixture f;
     f.post_recv(f.p.a, f.ma, 0);
     // A pending large send keeps SendWait asleep too.

@@ -87,7 +87,7 @@ TEST_CASE("VipPostSend, VipRecvDone and VipQueryVi from a handler interrupting a
     const char *waits[] = {"VipRecvWait", "VipSendWait", "VipCQWait", "VipConnectWait"};
     int which = GENERATE(0, 1, 2, 3);
     INFO((restart ? "SA_RESTART" : "no SA_RESTART") << ", interrupting " << waits[which]);
-    tt::ScopedHandler h(kSig, on_signal, restart);
+    vt::ScopedHandler h(kSig, on_signal, restart);
     Fixture f;
     // b holds a receive for the message the handler tries to send; a holds one
     // for a message nobody sends yet.
@@ -104,7 +104,7 @@ TEST_CASE("VipPostSend, VipRecvDone and VipQueryVi from a handler interrupting a
     }
     // The handler's send: a valid descriptor the library would otherwise deliver.
     VIP_DESCRIPTOR *sd = f.ma.desc(1);
-    tt::fill_msg(f.abuf(1), 100, 1, 1);
+    vt::fill_msg(f.abuf(1), 100, 1, 1);
     vt::set_desc(sd, f.abuf(1), 100, f.ma.mh);
 
     VIP_RETURN rc_post = VIP_NOT_DONE, rc_done = VIP_NOT_DONE, rc_query = VIP_NOT_DONE;
@@ -134,7 +134,7 @@ TEST_CASE("VipPostSend, VipRecvDone and VipQueryVi from a handler interrupting a
         vt::AddressBuffer remote;
         VIP_VI_ATTRIBUTES ra;
         VIP_CONN_HANDLE conn;
-        tt::Call c([&] {
+        vt::Call c([&] {
             switch (which) {
             case 0:
                 return VipRecvWait(f.p.a, 10000, &d);
@@ -186,7 +186,7 @@ TEST_CASE("VipPostSend, VipRecvDone and VipQueryVi from a handler interrupting a
     int slot = which == 1 ? 1 : 0;
     CHECK(d == f.mb.desc(slot));
     uint32_t sender = 0, seq = 0;
-    CHECK((tt::check_msg(f.bbuf(slot), d->CS.Length, &sender, &seq) && seq == 1));
+    CHECK((vt::check_msg(f.bbuf(slot), d->CS.Length, &sender, &seq) && seq == 1));
     REQUIRE(VipSendWait(f.p.a, vt::kWaitMs, &d) == VIP_SUCCESS);
     CHECK(d == sd);
     vt::set_desc(f.mb.desc(3), f.bbuf(3), 8, f.mb.mh);
@@ -221,7 +221,7 @@ void on_error(VIP_PVOID, VIP_ERROR_DESCRIPTOR *) {
 } // namespace
 
 TEST_CASE("every function refused (fresh process)", "[.][threads-reentry-all]") {
-    tt::ScopedHandler h(kSig, on_signal, false);
+    vt::ScopedHandler h(kSig, on_signal, false);
     const int threads_before = vt::thread_count();
     Fixture f;
     // A second connection with a completed receive and a completed send
@@ -369,7 +369,7 @@ TEST_CASE("every function refused (fresh process)", "[.][threads-reentry-all]") 
     g_runs = 0;
     {
         VIP_DESCRIPTOR *d = nullptr;
-        tt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
+        vt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
         REQUIRE(c.asleep());
         c.signal(kSig);
         CHECK(c.finished(3000));
@@ -455,7 +455,7 @@ TEST_CASE("Every VIPL function called from a handler interrupting a wait is refu
 
 TEST_CASE("VipProviderInfo and VipConfigInfo from a handler interrupting a wait are refused",
           "[threads][signals][reentry]") {
-    tt::ScopedHandler h(kSig, on_signal, false);
+    vt::ScopedHandler h(kSig, on_signal, false);
     Fixture f;
     vt::set_desc(f.ma.desc(0), f.abuf(0), 4096, f.ma.mh);
     REQUIRE(VipPostRecv(f.p.a, f.ma.desc(0), f.ma.mh) == VIP_SUCCESS);
@@ -474,7 +474,7 @@ TEST_CASE("VipProviderInfo and VipConfigInfo from a handler interrupting a wait 
     g_runs = 0;
     {
         VIP_DESCRIPTOR *d = nullptr;
-        tt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
+        vt::Call c([&] { return VipRecvWait(f.p.a, 10000, &d); });
         REQUIRE(c.asleep());
         c.signal(kSig);
         CHECK(c.finished(3000));
@@ -514,14 +514,14 @@ void on_signal_query(int, siginfo_t *, void *) {
 
 TEST_CASE("Handlers interrupting any VIPL call never deadlock and are refused only inside VIPL",
           "[threads][signals][reentry]") {
-    tt::ScopedHandler h(kSig, on_signal_query, false);
+    vt::ScopedHandler h(kSig, on_signal_query, false);
     Fixture f;
     g_query_vi = f.p.a;
     g_in_vipl = 0;
     g_outside_ok = g_outside_bad = g_inside_refused = g_inside_ok = g_other = 0;
     std::atomic<bool> stop{false};
     std::atomic<long> rounds{0};
-    tt::Notes notes;
+    vt::Notes notes;
     // The signalled thread exchanges messages as fast as it can, marking
     // when it is inside the library.
     std::thread worker([&] {

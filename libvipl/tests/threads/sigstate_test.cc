@@ -22,7 +22,7 @@ std::atomic<pid_t> g_last_tid[65];
 
 void on_signal(int sig, siginfo_t *, void *) {
     ++g_count[sig];
-    g_last_tid[sig] = tt::tid();
+    g_last_tid[sig] = vt::tid();
 }
 
 uint64_t bit(int sig) {
@@ -46,27 +46,27 @@ uint64_t mask_of(std::initializer_list<int> sigs) {
 // before and after the call, as the thread itself sees it.
 struct MaskedCall {
     uint64_t want, before = 0, after = 0;
-    std::unique_ptr<tt::Call> call;
+    std::unique_ptr<vt::Call> call;
     MaskedCall(std::initializer_list<int> blocked, std::function<VIP_RETURN()> fn)
         : want(mask_of(blocked)) {
         sigset_t s = set_of(blocked);
-        call = std::make_unique<tt::Call>([this, s, fn] {
+        call = std::make_unique<vt::Call>([this, s, fn] {
             pthread_sigmask(SIG_SETMASK, &s, nullptr);
-            before = tt::own_mask();
+            before = vt::own_mask();
             VIP_RETURN rc = fn();
-            after = tt::own_mask();
+            after = vt::own_mask();
             return rc;
         });
     }
     // While the call sleeps inside the library, the kernel shows the thread's own mask.
     void check_asleep() {
         REQUIRE(call->asleep());
-        CHECK(tt::mask_text(tt::kernel_mask(call->thread_id())) == tt::mask_text(want));
+        CHECK(vt::mask_text(vt::kernel_mask(call->thread_id())) == vt::mask_text(want));
     }
     VIP_RETURN finish() {
         VIP_RETURN rc = call->join();
-        CHECK(tt::mask_text(before) == tt::mask_text(want));
-        CHECK(tt::mask_text(after) == tt::mask_text(want));
+        CHECK(vt::mask_text(before) == vt::mask_text(want));
+        CHECK(vt::mask_text(after) == vt::mask_text(want));
         return rc;
     }
 };
@@ -157,7 +157,7 @@ void heavy_use(vt::Nic &na, vt::Nic &nb, vt::Memory &ma, vt::Memory &mb) {
         VIP_DESCRIPTOR *got; // written by the waiting thread only
         MaskedCall recv({SIGTTIN, SIGXCPU}, [&] { return VipRecvWait(a, 10000, &got); });
         recv.check_asleep();
-        tt::fill_msg(bbuf, len, 1, len);
+        vt::fill_msg(bbuf, len, 1, len);
         vt::set_desc(mb.desc(0), bbuf, len, mb.mh);
         REQUIRE(VipPostSend(b, mb.desc(0), mb.mh) == VIP_SUCCESS);
         CHECK(recv.finish() == VIP_SUCCESS);
@@ -298,26 +298,26 @@ TEST_CASE("signal state (fresh process)", "[.][threads-sigstate]") {
     // Before any VIPL call: loading the library installed no handler (the
     // caught signals are Catch2's own).
     const uint64_t catch2 = mask_of({SIGINT, SIGILL, SIGFPE, SIGSEGV, SIGTERM, SIGABRT});
-    uint64_t caught = strtoull(tt::status_field(0, "SigCgt").c_str(), nullptr, 16);
-    INFO("caught at start: " << tt::mask_text(caught));
+    uint64_t caught = strtoull(vt::status_field(0, "SigCgt").c_str(), nullptr, 16);
+    INFO("caught at start: " << vt::mask_text(caught));
     CHECK((caught & ~catch2) == 0);
-    const uint64_t main_mask = tt::own_mask();
+    const uint64_t main_mask = vt::own_mask();
 
     // glibc sets up its own signals (32, 33: no program can use them) when the
     // first thread starts; let that happen before the snapshot.
     std::thread([] {}).join();
     const uint64_t glibc = bit(32) | bit(33);
 
-    std::vector<std::unique_ptr<tt::ScopedHandler>> handlers;
+    std::vector<std::unique_ptr<vt::ScopedHandler>> handlers;
     for (int sig : kProgramSignals)
-        handlers.emplace_back(new tt::ScopedHandler(sig, on_signal, sig == SIGUSR1));
-    handlers.emplace_back(new tt::ScopedHandler(SIGPIPE, on_signal, false));
-    const std::vector<tt::Disposition> before = tt::dispositions();
+        handlers.emplace_back(new vt::ScopedHandler(sig, on_signal, sig == SIGUSR1));
+    handlers.emplace_back(new vt::ScopedHandler(SIGPIPE, on_signal, false));
+    const std::vector<vt::Disposition> before = vt::dispositions();
     auto caught_now = [&] {
-        return tt::mask_text(strtoull(tt::status_field(0, "SigCgt").c_str(), nullptr, 16) & ~glibc);
+        return vt::mask_text(strtoull(vt::status_field(0, "SigCgt").c_str(), nullptr, 16) & ~glibc);
     };
     const std::string caught_before = caught_now();
-    const std::string ignored_before = tt::status_field(0, "SigIgn");
+    const std::string ignored_before = vt::status_field(0, "SigIgn");
     for (int sig = 1; sig <= 64; ++sig) g_count[sig] = 0;
 
     {
@@ -326,12 +326,12 @@ TEST_CASE("signal state (fresh process)", "[.][threads-sigstate]") {
         heavy_use(na, nb, ma, mb);
 
         // The notification thread blocks everything for itself only.
-        std::vector<pid_t> notify = tt::threads_named("vipl-notify");
+        std::vector<pid_t> notify = vt::threads_named("vipl-notify");
         REQUIRE(notify.size() == 1);
         uint64_t all = 0;
         for (int sig = 1; sig <= 64; ++sig)
             if (sig != SIGKILL && sig != SIGSTOP && sig != 32 && sig != 33) all |= bit(sig);
-        CHECK(tt::mask_text(tt::kernel_mask(notify[0]) & all) == tt::mask_text(all));
+        CHECK(vt::mask_text(vt::kernel_mask(notify[0]) & all) == vt::mask_text(all));
 
         // The library raised none of the program's signals, nor SIGPIPE.
         for (int sig : kProgramSignals) {
@@ -341,13 +341,13 @@ TEST_CASE("signal state (fresh process)", "[.][threads-sigstate]") {
         CHECK(g_count[SIGPIPE] == 0);
 
         // Nothing changed: dispositions, what the kernel shows, this thread's mask.
-        std::vector<std::string> diff = tt::compare(before, tt::dispositions());
+        std::vector<std::string> diff = vt::compare(before, vt::dispositions());
         INFO(vt::fmt("%zu changes", diff.size()));
         for (const std::string &s : diff) FAIL_CHECK(s);
         CHECK(caught_now() == caught_before);
-        CHECK(tt::status_field(0, "SigIgn") == ignored_before);
-        CHECK(tt::mask_text(tt::own_mask()) == tt::mask_text(main_mask));
-        CHECK(tt::mask_text(tt::kernel_mask(tt::tid())) == tt::mask_text(main_mask));
+        CHECK(vt::status_field(0, "SigIgn") == ignored_before);
+        CHECK(vt::mask_text(vt::own_mask()) == vt::mask_text(main_mask));
+        CHECK(vt::mask_text(vt::kernel_mask(vt::tid())) == vt::mask_text(main_mask));
 
         // Process-directed signals reach the program's handler on the
         // program's thread, even when that thread sleeps inside the library
@@ -379,7 +379,7 @@ TEST_CASE("signal state (fresh process)", "[.][threads-sigstate]") {
         for (int sig : kProgramSignals) {
             INFO(strsignal(sig));
             CHECK(g_count[sig] == 2);
-            CHECK(g_last_tid[sig] == tt::tid());
+            CHECK(g_last_tid[sig] == vt::tid());
         }
         // And raise() from this thread runs the handler at once.
         for (int sig : kProgramSignals) {
@@ -391,9 +391,9 @@ TEST_CASE("signal state (fresh process)", "[.][threads-sigstate]") {
         nb.close();
     }
     // After closing everything, still nothing changed.
-    std::vector<std::string> diff = tt::compare(before, tt::dispositions());
+    std::vector<std::string> diff = vt::compare(before, vt::dispositions());
     for (const std::string &s : diff) FAIL_CHECK(s);
-    CHECK(tt::mask_text(tt::own_mask()) == tt::mask_text(main_mask));
+    CHECK(vt::mask_text(vt::own_mask()) == vt::mask_text(main_mask));
     CHECK(g_count[SIGPIPE] == 0);
 }
 

@@ -58,7 +58,7 @@ TEST_CASE("spin recovery (fresh process)", "[.][threads-spin-recovery]") {
     };
     std::atomic<VIP_RETURN> server_rc{VIP_SUCCESS};
     std::thread server([&] {
-        tt::pin_cpu(1);
+        vt::pin_cpu(1);
         for (int k = 0; k < kSlow + kFast; ++k) {
             VIP_RETURN rc = step(p.a, ma, true, k < kSlow ? kLateMs : 0);
             if (rc != VIP_SUCCESS) {
@@ -67,7 +67,7 @@ TEST_CASE("spin recovery (fresh process)", "[.][threads-spin-recovery]") {
             }
         }
     });
-    tt::pin_cpu(0);
+    vt::pin_cpu(0);
     VIP_RETURN rc = VIP_SUCCESS;
     uint64_t slow_tail = 0, fast_start = 0;
     for (int k = 0; k < kSlow + kFast && rc == VIP_SUCCESS; ++k) {

@@ -34,7 +34,7 @@ std::atomic<long> g_signals{0};
 
 void on_alarm(int, siginfo_t *, void *uc) {
     ++g_signals;
-    if (g_in_wait && tt::interrupted_syscall(uc)) g_hit = 1;
+    if (g_in_wait && vt::interrupted_syscall(uc)) g_hit = 1;
 }
 
 void storm(bool on) {
@@ -116,7 +116,7 @@ struct Side {
         return VipPostRecv(vi, d, mem.mh);
     }
     VIP_RETURN post_send(int slot, uint32_t sender, long seq, uint32_t len) {
-        tt::fill_msg(sbuf(slot), len, sender, static_cast<uint32_t>(seq));
+        vt::fill_msg(sbuf(slot), len, sender, static_cast<uint32_t>(seq));
         vt::set_desc(sdesc(slot), sbuf(slot), len, mem.mh);
         return VipPostSend(vi, sdesc(slot), mem.mh);
     }
@@ -125,7 +125,7 @@ struct Side {
         long i = d - rdesc(0);
         uint32_t from = 0, seq = 0;
         if (i < 0 || i >= kWindow || (d->CS.Status & VIP_STATUS_ERROR_MASK) ||
-            !tt::check_msg(rbuf(static_cast<int>(i)), d->CS.Length, &from, &seq) || from != sender)
+            !vt::check_msg(rbuf(static_cast<int>(i)), d->CS.Length, &from, &seq) || from != sender)
             return -1;
         return seq;
     }
@@ -159,7 +159,7 @@ TEST_CASE("storm server (fresh process)", "[.][threads-storm-server]") {
     const bool restart = vt::env_long("VIPL_TEST_RESTART", 0) != 0;
     const std::string disc = vt::env_str("VIPL_TEST_DISC");
     REQUIRE(n > 0);
-    REQUIRE(tt::interrupted_syscall_known());
+    REQUIRE(vt::interrupted_syscall_known());
     Side s(true);
     {
         vt::Address local(s.nic.nic, disc);
@@ -170,7 +170,7 @@ TEST_CASE("storm server (fresh process)", "[.][threads-storm-server]") {
                 VIP_SUCCESS);
         REQUIRE(VipConnectAccept(conn, s.vi) == VIP_SUCCESS);
     }
-    tt::ScopedHandler h(SIGALRM, on_alarm, restart);
+    vt::ScopedHandler h(SIGALRM, on_alarm, restart);
     WaitStats cqw, sendw, recvw;
     long next = 0, out_of_order = 0, bad = 0, posted = 0, completed = 0;
     const double t0 = vt::now_ms(), end = t0 + 50000;
@@ -243,13 +243,13 @@ TEST_CASE("storm client (fresh process)", "[.][threads-storm-client]") {
     const bool restart = vt::env_long("VIPL_TEST_RESTART", 0) != 0;
     const std::string disc = vt::env_str("VIPL_TEST_DISC");
     REQUIRE(n > 0);
-    REQUIRE(tt::interrupted_syscall_known());
+    REQUIRE(vt::interrupted_syscall_known());
     Side s(false);
     {
         vt::Address local(s.nic.nic, disc + "c"), remote(s.nic.nic, disc);
         REQUIRE(vt::connect_request(s.vi, local.get(), remote.get(), 20000) == VIP_SUCCESS);
     }
-    tt::ScopedHandler h(SIGALRM, on_alarm, restart);
+    vt::ScopedHandler h(SIGALRM, on_alarm, restart);
     WaitStats recvw, sendw;
     long sent = 0, acked = 0, completed = 0, out_of_order = 0, bad = 0;
     const double t0 = vt::now_ms(), end = t0 + 50000;
@@ -391,8 +391,8 @@ VIP_RETURN exchange(Side &s, bool requester, long *seq, WaitStats &w, std::strin
 
 TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
     const std::string disc = vt::env_str("VIPL_TEST_DISC");
-    REQUIRE(tt::interrupted_syscall_known());
-    tt::ScopedHandler h(SIGALRM, on_alarm, vt::env_long("VIPL_TEST_RESTART", 0) != 0);
+    REQUIRE(vt::interrupted_syscall_known());
+    vt::ScopedHandler h(SIGALRM, on_alarm, vt::env_long("VIPL_TEST_RESTART", 0) != 0);
     // One NIC serves the discriminator throughout: requests queue on it
     // between waits, and closing it would drop those (the client would see
     // VIP_REJECT).  A fresh VI and memory on it for each connection.
@@ -400,7 +400,7 @@ TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
     vt::Address local(nic.nic, disc);
     WaitStats connw, dataw;
     int accepted = 0, gave_up = 0, broken = 0;
-    tt::Notes notes;
+    vt::Notes notes;
     const double end = vt::now_ms() + 50000;
     storm(true);
     auto s = std::make_unique<Side>(false, &nic);
@@ -475,11 +475,11 @@ TEST_CASE("storm accept (fresh process)", "[.][threads-storm-accept]") {
 
 TEST_CASE("storm request (fresh process)", "[.][threads-storm-request]") {
     const std::string disc = vt::env_str("VIPL_TEST_DISC");
-    REQUIRE(tt::interrupted_syscall_known());
-    tt::ScopedHandler h(SIGALRM, on_alarm, vt::env_long("VIPL_TEST_RESTART", 0) != 0);
+    REQUIRE(vt::interrupted_syscall_known());
+    vt::ScopedHandler h(SIGALRM, on_alarm, vt::env_long("VIPL_TEST_RESTART", 0) != 0);
     WaitStats connw, dataw;
     int connected = 0, interrupted = 0, no_match = 0;
-    tt::Notes notes;
+    vt::Notes notes;
     const double end = vt::now_ms() + 50000;
     storm(true);
     for (int k = 0; k < kConnections && vt::now_ms() < end; ++k) {

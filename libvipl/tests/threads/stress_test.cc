@@ -65,7 +65,7 @@ struct Stress {
     vt::Memory mc{nc, 1 << 16}, md{nd, 1 << 16};
     VIP_CQ_HANDLE scq = nullptr, rcq = nullptr;
     vt::Pair pair[kVis];
-    tt::Notes notes;
+    vt::Notes notes;
     const double deadline = vt::now_ms() + kDeadlineMs;
 
     std::atomic<int> credits[kVis];
@@ -167,7 +167,7 @@ struct Stress {
         busy[slot] = true;
         VIP_DESCRIPTOR *d = sdesc(slot);
         int j = wseq[v] % kTargets;
-        tt::fill_msg(sbuf(slot), kRdma, 100 + t * kVis + v, wseq[v]);
+        vt::fill_msg(sbuf(slot), kRdma, 100 + t * kVis + v, wseq[v]);
         vt::set_rdma(d, VIP_CONTROL_OP_RDMAWRITE, sbuf(slot), kRdma, ma.mh,
                      reinterpret_cast<uint64_t>(target(t, v, j)), mb.mh);
         last_write[t][v][j] = wseq[v]++;
@@ -208,14 +208,14 @@ struct Stress {
             VIP_DESCRIPTOR *d = sdesc(slot);
             if (rdma) {
                 int j = wseq[v] % kTargets;
-                tt::fill_msg(sbuf(slot), kRdma, 100 + t * kVis + v, wseq[v]);
+                vt::fill_msg(sbuf(slot), kRdma, 100 + t * kVis + v, wseq[v]);
                 vt::set_rdma(d, VIP_CONTROL_OP_RDMAWRITE, sbuf(slot), kRdma, ma.mh,
                              reinterpret_cast<uint64_t>(target(t, v, j)), mb.mh);
                 last_write[t][v][j] = wseq[v]++;
             } else {
                 int seq = sent[t][v];
                 uint32_t len = send_size(rng());
-                tt::fill_msg(sbuf(slot), len, t * kVis + v, seq);
+                vt::fill_msg(sbuf(slot), len, t * kVis + v, seq);
                 vt::set_desc(d, sbuf(slot), len, ma.mh);
             }
             ++posted_total;
@@ -278,7 +278,7 @@ struct Stress {
             notes.add(vt::fmt("%s: connection %d returned a foreign descriptor", who, v));
             return;
         }
-        if (!completed_ok(d) || !tt::check_msg(rbuf(v, k), d->CS.Length, &sender, &seq) ||
+        if (!completed_ok(d) || !vt::check_msg(rbuf(v, k), d->CS.Length, &sender, &seq) ||
             sender >= uint32_t(kSenders * kVis) || int(sender % kVis) != v || seq >= kOps) {
             notes.add(vt::fmt("%s: connection %d receive %ld status 0x%x holds no message of its "
                               "senders (sender %u seq %u)",
@@ -387,7 +387,7 @@ struct Stress {
             long before = notified;
             if (by_notify && VipRecvNotify(d, this, on_recv) != VIP_SUCCESS)
                 notes.add("churn: VipRecvNotify failed");
-            tt::fill_msg(mc.base + 4096, 256, 999, static_cast<uint32_t>(peer_connections));
+            vt::fill_msg(mc.base + 4096, 256, 999, static_cast<uint32_t>(peer_connections));
             vt::set_desc(mc.desc(0), mc.base + 4096, 256, mc.mh);
             VIP_DESCRIPTOR *got = nullptr;
             uint32_t sender = 0, seq = 0;
@@ -399,7 +399,7 @@ struct Stress {
             } else if (VipRecvWait(d, 5000, &got) != VIP_SUCCESS) {
                 notes.add("churn: receive on the private connection failed");
             }
-            if (!tt::check_msg(md.base + 4096, 256, &sender, &seq) || sender != 999 ||
+            if (!vt::check_msg(md.base + 4096, 256, &sender, &seq) || sender != 999 ||
                 seq != uint32_t(peer_connections))
                 notes.add("churn: the private connection delivered something else");
             ++peer_connections;
@@ -570,7 +570,7 @@ struct Stress {
                     if (last < 0) continue;
                     ++writes;
                     uint32_t sender = 0, seq = 0;
-                    if (!tt::check_msg(target(t, v, j), kRdma, &sender, &seq) ||
+                    if (!vt::check_msg(target(t, v, j), kRdma, &sender, &seq) ||
                         sender != uint32_t(100 + t * kVis + v) || seq != uint32_t(last))
                         ++wrong;
                 }

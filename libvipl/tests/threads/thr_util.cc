@@ -17,7 +17,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-namespace tt {
+namespace vt {
 
 using vt::fmt;
 using vt::now_ms;
@@ -316,4 +316,4 @@ std::vector<pid_t> threads_named(const char *name) {
     return out;
 }
 
-} // namespace tt
+} // namespace vt

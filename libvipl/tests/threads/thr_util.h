@@ -17,7 +17,7 @@
 #include <sys/types.h>
 #include <vector>
 
-namespace tt {
+namespace vt {
 
 // Time, text and environment helpers: vt::now_ms, vt::sleep_ms, vt::fmt, vt::env_long
 // (procs.h).
@@ -129,4 +129,4 @@ bool check_msg(const uint8_t *p, uint32_t len, uint32_t *sender, uint32_t *seq);
 // Threads of this process named `name` (/proc/self/task/*/comm).
 std::vector<pid_t> threads_named(const char *name);
 
-} // namespace tt
+} // namespace vt

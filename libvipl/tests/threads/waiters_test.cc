@@ -50,7 +50,7 @@ using Taken = std::vector<std::vector<long>>;
 void check_once_in_order(const Taken &taken, long n, const char *what) {
     INFO(what);
     std::vector<int> count(static_cast<size_t>(n), 0);
-    tt::Notes out_of_order;
+    vt::Notes out_of_order;
     long out_of_range = 0;
     for (size_t t = 0; t < taken.size(); ++t) {
         for (size_t i = 0; i < taken[t].size(); ++i) {
@@ -90,7 +90,7 @@ TEST_CASE("Threads taking from both queues of one VI get each descriptor once, i
         vt::set_desc(ra.desc(k), ra.buf(k), kBuf, ra.mem.mh);
         REQUIRE(VipPostRecv(p.a, ra.desc(k), ra.mem.mh) == VIP_SUCCESS);
     }
-    tt::Notes notes;
+    vt::Notes notes;
     std::atomic<int> recv_taken{0}, send_taken{0};
     Taken rlog(kReceivers), slog(kReapers);
     const double deadline = vt::now_ms() + 60000;
@@ -113,7 +113,7 @@ TEST_CASE("Threads taking from both queues of one VI get each descriptor once, i
             ++recv_taken;
             uint32_t sender = 0, seq = 0;
             if (!completed_ok(d) || d->CS.Length != size_of(k) ||
-                !tt::check_msg(ra.buf(k), d->CS.Length, &sender, &seq) || seq != uint32_t(k))
+                !vt::check_msg(ra.buf(k), d->CS.Length, &sender, &seq) || seq != uint32_t(k))
                 notes.add(vt::fmt("receive %ld: status 0x%x length %u, holds message %u", k,
                                   d->CS.Status, d->CS.Length, seq));
         }
@@ -142,7 +142,7 @@ TEST_CASE("Threads taking from both queues of one VI get each descriptor once, i
     for (int t = 0; t < kReapers; ++t) threads.emplace_back(reaper, t);
     int post_errors = 0;
     for (int k = 0; k < N; ++k) {
-        tt::fill_msg(sb.buf(k), size_of(k), 0, k);
+        vt::fill_msg(sb.buf(k), size_of(k), 0, k);
         vt::set_desc(sb.desc(k), sb.buf(k), size_of(k), sb.mem.mh);
         if (VipPostSend(p.b, sb.desc(k), sb.mem.mh) != VIP_SUCCESS) ++post_errors;
     }
@@ -185,7 +185,7 @@ TEST_CASE("Threads taking from one CQ get each entry once, and each VI's descrip
             vt::set_desc(ra.desc(s), ra.buf(s), kBuf, ra.mem.mh);
             REQUIRE(VipPostRecv(pairs[i].a, ra.desc(s), ra.mem.mh) == VIP_SUCCESS);
         }
-    tt::Notes notes;
+    vt::Notes notes;
     std::atomic<int> recv_taken{0}, send_taken{0};
     // Per thread and per VI: the positions taken on that VI's queue.
     std::vector<Taken> rlog(kVis, Taken(kReceivers)), slog(kVis, Taken(kReapers));
@@ -230,7 +230,7 @@ TEST_CASE("Threads taking from one CQ get each entry once, and each VI's descrip
             uint32_t sender = 0, seq = 0;
             if (!completed_ok(d))
                 notes.add(vt::fmt("%s %d: status 0x%x", who, t, d->CS.Status));
-            else if (recv_side && (!tt::check_msg(ra.buf(s), d->CS.Length, &sender, &seq) ||
+            else if (recv_side && (!vt::check_msg(ra.buf(s), d->CS.Length, &sender, &seq) ||
                                    sender != uint32_t(i) || seq != uint32_t(s - i * N)))
                 notes.add(vt::fmt("VI %d receive %ld holds message %u of VI %u", i, s - i * N, seq,
                                   sender));
@@ -243,7 +243,7 @@ TEST_CASE("Threads taking from one CQ get each entry once, and each VI's descrip
     for (int k = 0; k < N; ++k)
         for (int i = 0; i < kVis; ++i) {
             long s = i * N + k;
-            tt::fill_msg(sb.buf(s), size_of(k), i, k);
+            vt::fill_msg(sb.buf(s), size_of(k), i, k);
             vt::set_desc(sb.desc(s), sb.buf(s), size_of(k), sb.mem.mh);
             if (VipPostSend(pairs[i].b, sb.desc(s), sb.mem.mh) != VIP_SUCCESS) ++post_errors;
         }
@@ -285,7 +285,7 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
     std::atomic<int> credits{kRecvs};
     std::unique_ptr<std::atomic<bool>[]> busy(new std::atomic<bool>[kPosters * kSlots]);
     for (int i = 0; i < kPosters * kSlots; ++i) busy[i] = false;
-    tt::Notes notes;
+    vt::Notes notes;
     const double deadline = vt::now_ms() + 60000;
     std::atomic<int> reaped{0};
 
@@ -315,7 +315,7 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
             if (!credits.compare_exchange_weak(c, c - 1)) continue;
             busy[slot] = true;
             uint32_t len = size_of(seq * 3 + t);
-            tt::fill_msg(sb.buf(slot), len, t, seq);
+            vt::fill_msg(sb.buf(slot), len, t, seq);
             vt::set_desc(sb.desc(slot), sb.buf(slot), len, sb.mem.mh);
             VIP_RETURN rc = VipPostSend(p.b, sb.desc(slot), sb.mem.mh);
             if (rc != VIP_SUCCESS) {
@@ -341,7 +341,7 @@ TEST_CASE("Threads posting on one VI at once: each thread's messages arrive once
         }
         long k = ra.index(d);
         uint32_t sender = 0, seq = 0;
-        if (k < 0 || !completed_ok(d) || !tt::check_msg(ra.buf(k), d->CS.Length, &sender, &seq) ||
+        if (k < 0 || !completed_ok(d) || !vt::check_msg(ra.buf(k), d->CS.Length, &sender, &seq) ||
             sender >= uint32_t(kPosters)) {
             notes.add(vt::fmt("receive %ld: status 0x%x, not a message of this test", k,
                               d ? d->CS.Status : 0));
@@ -400,7 +400,7 @@ TEST_CASE("Closing a NIC while threads wait on its VIs and CQ ends their waits",
     auto run = [&](Waiter &x, const char *what, std::function<VIP_RETURN(VIP_DESCRIPTOR **)> fn) {
         x.what = what;
         x.thread = std::thread([&x, fn] {
-            x.tid = tt::tid();
+            x.tid = vt::tid();
             double t0 = vt::now_ms();
             x.rc = fn(&x.desc);
             x.ms = vt::now_ms() - t0;
@@ -420,7 +420,7 @@ TEST_CASE("Closing a NIC while threads wait on its VIs and CQ ends their waits",
     for (Waiter &x : w) {
         INFO(x.what);
         while (!x.tid) vt::sleep_ms(1);
-        CHECK(tt::wait_asleep(x.tid, 2000));
+        CHECK(vt::wait_asleep(x.tid, 2000));
     }
     na.close();
     for (Waiter &x : w) x.thread.join();
@@ -467,8 +467,8 @@ TEST_CASE("A VI waiter and a CQ waiter on the same VI both wake when their compl
         VIP_DESCRIPTOR *sent = nullptr;
         VIP_VI_HANDLE vi = nullptr;
         VIP_BOOLEAN recv = VIP_FALSE;
-        tt::Call send([&] { return VipSendWait(p.a, 5000, &sent); });
-        tt::Call cqwait([&] { return VipCQWait(cq, 8000, &vi, &recv); });
+        vt::Call send([&] { return VipSendWait(p.a, 5000, &sent); });
+        vt::Call cqwait([&] { return VipCQWait(cq, 8000, &vi, &recv); });
         REQUIRE(send.asleep());
         REQUIRE(cqwait.asleep());
         // b reads the data: a's send is complete.

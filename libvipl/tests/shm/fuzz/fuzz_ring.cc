@@ -39,7 +39,7 @@
 
 namespace {
 
-using namespace rf;
+using namespace vt;
 using namespace vipl::shm;
 using vipl::Segment;
 using Clock = std::chrono::steady_clock;

@@ -10,7 +10,7 @@
 
 namespace {
 
-using namespace rf;
+using namespace vt;
 
 struct Input {
     std::vector<uint8_t> b;

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-namespace rf {
+namespace vt {
 
 // Configuration byte.
 constexpr uint8_t kCfgReliability = 0x03; // 0 unreliable, 1 delivery, 2 reception, 3 delivery
@@ -89,4 +89,4 @@ enum RaceField : uint8_t {
     kRaceCount,
 };
 
-} // namespace rf
+} // namespace vt

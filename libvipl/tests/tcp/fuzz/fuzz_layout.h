@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-namespace fz {
+namespace vt {
 
 constexpr uint64_t kPage = 4096;
 // Clear of AddressSanitizer's shadow and allocator ranges on x86-64.
@@ -73,4 +73,4 @@ constexpr uint64_t kPeerAddr = 0x10000; // the peer's memory, as far as the VI k
 constexpr uint32_t kPeerHandle = 0x55;
 constexpr uint32_t kOwnImm = 0xfeedf00d;
 
-} // namespace fz
+} // namespace vt

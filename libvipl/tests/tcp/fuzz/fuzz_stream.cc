@@ -39,7 +39,7 @@
 namespace {
 
 using namespace vipl::tcp;
-using namespace fz;
+using namespace vt;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kStreamSeconds = 10; // the whole input must go through by then

@@ -19,7 +19,7 @@
 namespace {
 
 using namespace vipl::tcp;
-using namespace fz;
+using namespace vt;
 using Bytes = std::vector<uint8_t>;
 
 constexpr uint8_t kUnreliable = 0, kDelivery = 1, kReception = 2;

@@ -1,0 +1,57 @@
+#include "kit.h"
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <thread>
+
+namespace vt {
+
+double now_ms() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void sleep_ms(double ms) {
+    std::this_thread::sleep_for(std::chrono::microseconds(long(ms * 1000)));
+}
+
+std::string fmt(const char *f, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf, sizeof buf, f, ap);
+    va_end(ap);
+    return buf;
+}
+
+long env_long(const char *name, long def) {
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, nullptr, 0) : def;
+}
+
+std::string env_str(const char *name, const std::string &def) {
+    const char *v = getenv(name);
+    return v ? v : def;
+}
+
+std::vector<uint8_t> address(VIP_NIC_HANDLE nic, const std::string &disc) {
+    std::vector<uint8_t> a(sizeof(VIP_NET_ADDRESS) + 64 + disc.size());
+    auto *na = net(a);
+    char host[] = "localhost";
+    if (VipNSGetHostByName(nic, host, na, 0) != VIP_SUCCESS) na->HostAddressLen = 0;
+    na->DiscriminatorLen = static_cast<VIP_UINT16>(disc.size());
+    memcpy(na->HostAddress + na->HostAddressLen, disc.data(), disc.size());
+    return a;
+}
+
+std::string disc_of(const VIP_NET_ADDRESS *a) {
+    return std::string(reinterpret_cast<const char *>(a->HostAddress + a->HostAddressLen),
+                       a->DiscriminatorLen);
+}
+
+} // namespace vt
