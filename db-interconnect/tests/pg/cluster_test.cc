@@ -92,7 +92,7 @@ TEST_CASE("vipl-pg on a Debian cluster: enable, pg_ctlcluster start, status, sto
     INFO(r.out << tc.log());
     REQUIRE(r.status == 0);
     {
-        Psql psql(tc.port, {true, "/var/run/postgresql", "", {}});
+        Psql psql(tc.port, {true, "/var/run/postgresql", "", {}, ""});
         psql.query("SELECT count(*) FROM pg_class");
         r = tool("status", tc.name);
         INFO(r.out << tc.log());

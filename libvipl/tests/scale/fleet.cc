@@ -655,7 +655,7 @@ FleetResult run_fleet(const FleetPlan &p, const std::function<void(const std::st
         if (st[w] != 0) fail(fmt("worker %zu ended with status %#x", w, st[w]));
     res.exited = meminfo();
     for (int s = 0; s < p.servers; ++s)
-        res.sockets_left += unix_socket_count(listener_name(p.prefix + "s" + std::to_string(s)));
+        res.sockets_left += unix_socket_count(listener_socket(p.prefix + "s" + std::to_string(s)));
     say(fmt("torn down in %.1f s", res.teardown_s));
     return res;
 }

@@ -169,16 +169,6 @@ int unix_socket_count(const std::string &needle) {
     return count_lines_with("/proc/net/unix", needle.c_str());
 }
 
-std::string listener_name(const std::string &disc) {
-    static const char hex[] = "0123456789abcdef";
-    std::string s = "@vipl-shm-cs:";
-    for (unsigned char c : disc) {
-        s += hex[c >> 4];
-        s += hex[c & 15];
-    }
-    return s;
-}
-
 static bool may_raise_hard_limits() {
     long long caps = -1;
     if (FILE *f = fopen("/proc/self/status", "re")) {

@@ -57,8 +57,6 @@ int map_count(pid_t pid);
 int maps_with(const char *needle);
 // Lines of /proc/net/unix containing needle.
 int unix_socket_count(const std::string &needle);
-// The abstract socket a server listening on disc binds (as /proc/net/unix shows it).
-std::string listener_name(const std::string &disc);
 
 // Opens a NIC, makes a VI and closes everything again: what the library
 // keeps for the life of the process (its handle tables) exists afterwards,

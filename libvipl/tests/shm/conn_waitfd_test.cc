@@ -30,7 +30,7 @@ VIP_RETURN take(const vt::Nic &n, vt::Address &local) {
 
 // A raw connection to the discriminator's listening socket, sending nothing yet.
 int raw_connect(const std::string &disc) {
-    std::string name = vt::socket_name(disc).substr(1); // without the '@'
+    std::string name = vt::listener_socket(disc).substr(1); // without the '@'
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     REQUIRE(s >= 0);
     sockaddr_un sa{};

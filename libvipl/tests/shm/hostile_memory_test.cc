@@ -30,7 +30,7 @@ int connect_abstract(const std::string &name) {
 }
 
 std::string p2p_name(const std::string &disc) {
-    std::string s = vt::socket_name(disc); // "@vipl-shm-cs:<hex>"
+    std::string s = vt::listener_socket(disc); // "@vipl-shm-cs:<hex>"
     return "@vipl-shm-p2p:" + s.substr(s.find(':') + 1);
 }
 

@@ -151,7 +151,7 @@ void serve_one(const std::string &disc, bool kill_client, const std::set<std::st
         // While connected: the objects exist (or the checks below would prove nothing)...
         INFO("mappings:\n" << vt::join(vt::maps_with("vipl")));
         REQUIRE_FALSE(vt::maps_with("memfd:vipl-conn").empty());
-        REQUIRE_FALSE(vt::unix_sockets_with(vt::socket_name(disc)).empty());
+        REQUIRE_FALSE(vt::unix_sockets_with(vt::listener_socket(disc)).empty());
         // ...and none of them is a file anywhere.
         std::vector<std::string> named;
         for (auto &o : vt::linked_shared_objects())
@@ -192,7 +192,7 @@ void serve_one(const std::string &disc, bool kill_client, const std::set<std::st
     std::vector<std::string> left = leftovers();
     INFO("still held after disconnect, destroy and close:\n" << vt::join(left));
     CHECK(left.empty());
-    CHECK(vt::join(vt::unix_sockets_with(vt::socket_name(disc))) == "(none)");
+    CHECK(vt::join(vt::unix_sockets_with(vt::listener_socket(disc))) == "(none)");
     CHECK(vt::join(ours_in_dev_shm(shm_before, peer_pid)) == "(none)");
 }
 
@@ -222,7 +222,7 @@ TEST_CASE("no shared-memory object outlives the processes", "[shm][leak]") {
     // Both processes are gone: nothing of either connection is left on the system.
     for (const char *tag : {"n", "k"}) {
         INFO("sockets of " << disc + tag);
-        CHECK(vt::join(vt::unix_sockets_with(vt::socket_name(disc + tag))) == "(none)");
+        CHECK(vt::join(vt::unix_sockets_with(vt::listener_socket(disc + tag))) == "(none)");
     }
     std::vector<std::string> added;
     for (auto &e : vt::dir_entries("/dev/shm"))

@@ -54,4 +54,14 @@ std::string disc_of(const VIP_NET_ADDRESS *a) {
                        a->DiscriminatorLen);
 }
 
+std::string listener_socket(const std::string &disc) {
+    static const char hex[] = "0123456789abcdef";
+    std::string s = "@vipl-shm-cs:";
+    for (unsigned char c : disc) {
+        s += hex[c >> 4];
+        s += hex[c & 15];
+    }
+    return s;
+}
+
 } // namespace vt

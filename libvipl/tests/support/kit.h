@@ -27,5 +27,8 @@ inline VIP_NET_ADDRESS *net(std::vector<uint8_t> &a) {
     return reinterpret_cast<VIP_NET_ADDRESS *>(a.data());
 }
 std::string disc_of(const VIP_NET_ADDRESS *a);
+// The abstract socket an shm server listening on disc binds, as /proc/net/unix shows it
+// ("@vipl-shm-cs:<hex of disc>").
+std::string listener_socket(const std::string &disc);
 
 } // namespace vt

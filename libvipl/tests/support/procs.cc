@@ -236,16 +236,6 @@ VIP_VI_COUNTERS Ep::counters() {
 
 // ---------------------------------------------------------- /proc views
 
-std::string socket_name(const std::string &disc) {
-    static const char hex[] = "0123456789abcdef";
-    std::string s = "@vipl-shm-cs:";
-    for (unsigned char c : disc) {
-        s += hex[c >> 4];
-        s += hex[c & 15];
-    }
-    return s;
-}
-
 static std::vector<std::string> lines_with(const char *file, const std::string &needle) {
     std::vector<std::string> out;
     std::ifstream in(file);

@@ -109,8 +109,6 @@ struct Ep {
     VIP_VI_COUNTERS counters();
 };
 
-// The abstract socket name a server listening on disc binds ("@vipl-shm-cs:<hex>").
-std::string socket_name(const std::string &disc);
 // Lines of /proc/self/maps, names /proc/self/fd/* point at, lines of
 // /proc/net/unix, entries of a directory: those containing `needle`.
 std::vector<std::string> maps_with(const std::string &needle);
