@@ -374,6 +374,28 @@ typedef struct {
 VIP_ULONG VipConfigCount(void);
 VIP_RETURN VipConfigInfo(IN VIP_ULONG Index, OUT VIP_CONFIG_INFO *Info);
 
+/* --------------------------------------------------------------- the log */
+
+/* Levels of the library's log lines; VIPL_LOG_LEVEL lets through those <= it. */
+#define VIP_LOG_ERROR 0
+#define VIP_LOG_WARNING 1
+#define VIP_LOG_INFO 2
+#define VIP_LOG_DEBUG 3
+
+typedef void (*VIP_LOG_HANDLER)(VIP_PVOID Context, VIP_ULONG Level, const VIP_CHAR *Text);
+
+/*
+ * Watches the library's log, as a test harness or an embedding program's own
+ * logger does.  Each line VIPL_LOG_LEVEL lets through still goes to stderr;
+ * then Handler gets its level and its text (without the "vipl[pid]: level: "
+ * prefix or the newline).  Handler runs in the thread that logs: a thread in
+ * any call, under library locks, or the notification thread.  It must not
+ * call the library and should return at once.  NULL stops watching.  Set it
+ * while no other thread uses the library; a fork child keeps it.
+ * Returns VIP_SUCCESS.
+ */
+VIP_RETURN VipLogHandler(IN VIP_LOG_HANDLER Handler, IN VIP_PVOID Context);
+
 #ifdef __cplusplus
 }
 #endif

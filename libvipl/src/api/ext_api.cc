@@ -216,5 +216,11 @@ VIP_RETURN VipConfigInfo(VIP_ULONG Index, VIP_CONFIG_INFO *Info) {
     });
 }
 
+VIP_RETURN VipLogHandler(VIP_LOG_HANDLER Handler, VIP_PVOID Context) {
+    // No api_call: a program may set it from anywhere, even inside a callback.
+    log_watch(Handler, Context);
+    return VIP_SUCCESS;
+}
+
 } // extern "C"
 } // namespace vipl

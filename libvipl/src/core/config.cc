@@ -45,6 +45,29 @@ const ConfigRow kRows[] = {
 };
 #undef ROW
 
+bool parse_number(const char *text, uint64_t *v) {
+    int saved = errno;
+    errno = 0;
+    char *end = nullptr;
+    unsigned long long n = strtoull(text, &end, 0);
+    bool ok = !errno && end != text && !*end;
+    errno = saved;
+    *v = n;
+    return ok;
+}
+
+// The value of a numeric row's field; false for other rows.
+bool number_of(const ConfigRow &row, const void *values, uint64_t *v) {
+    const char *base = static_cast<const char *>(values) + row.offset;
+    if (row.type == ConfigType::u32)
+        *v = *reinterpret_cast<const uint32_t *>(base);
+    else if (row.type == ConfigType::u64)
+        *v = *reinterpret_cast<const uint64_t *>(base);
+    else
+        return false;
+    return true;
+}
+
 bool parse_one(const ConfigRow &row, const char *text, void *values) {
     char *base = static_cast<char *>(values) + row.offset;
     switch (row.type) {
@@ -71,10 +94,8 @@ bool parse_one(const ConfigRow &row, const char *text, void *values) {
         return false;
     case ConfigType::u32:
     case ConfigType::u64: {
-        errno = 0;
-        char *end = nullptr;
-        unsigned long long v = strtoull(text, &end, 0);
-        if (errno || end == text || *end || v < row.min || v > row.max) return false;
+        uint64_t v;
+        if (!parse_number(text, &v) || v < row.min || v > row.max) return false;
         if (row.type == ConfigType::u32)
             *reinterpret_cast<uint32_t *>(base) = static_cast<uint32_t>(v);
         else
@@ -116,7 +137,17 @@ void ConfigTable::load_now() {
         else
             bad.push_back(env + "=" + text);
     }
-    if (check_) check_(values_, bad);
+    if (check_) {
+        check_(values_, bad);
+        // A number the check fixed shows as the value in effect.
+        for (size_t i = 0; i < count_; ++i) {
+            uint64_t v;
+            if (!number_of(rows_[i], values_, &v)) continue;
+            uint64_t was = 0;
+            std::string text = texts_[i];
+            if (!parse_number(text.c_str(), &was) || was != v) texts_[i] = std::to_string(v);
+        }
+    }
     // The core's table logs by its own level: config() would wait for this very load.
     int level = this == &core_config_table() ? static_cast<const Config *>(values_)->log_level
                                              : config().log_level;

@@ -2,6 +2,7 @@
 
 #include "core/config.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -9,6 +10,18 @@
 #include <unistd.h>
 
 namespace vipl {
+
+namespace {
+// The context is stored before the handler that reads it is published.
+std::atomic<VIP_LOG_HANDLER> g_watch{nullptr};
+std::atomic<void *> g_watch_context{nullptr};
+} // namespace
+
+void log_watch(VIP_LOG_HANDLER handler, void *context) {
+    g_watch.store(nullptr, std::memory_order_release);
+    g_watch_context.store(context, std::memory_order_relaxed);
+    g_watch.store(handler, std::memory_order_release);
+}
 
 bool log_enabled(LogLevel level) {
     return static_cast<int>(level) <= config().log_level;
@@ -30,6 +43,11 @@ void log_line(LogLevel level, const char *fmt, ...) {
     // One write() so lines of concurrent processes do not interleave.
     ssize_t w = write(STDERR_FILENO, buf, len);
     (void)w;
+    if (VIP_LOG_HANDLER watch = g_watch.load(std::memory_order_acquire)) {
+        buf[len - 1] = '\0';
+        watch(g_watch_context.load(std::memory_order_relaxed), static_cast<VIP_ULONG>(level),
+              buf + n);
+    }
     errno = saved_errno;
 }
 

@@ -1,12 +1,22 @@
 // Logging: one line per event to stderr, prefixed "vipl: ", filtered by VIPL_LOG_LEVEL.
 #pragma once
 
+#include "vipl_ext.h"
+
 namespace vipl {
 
-enum class LogLevel { error = 0, warn = 1, info = 2, debug = 3 };
+// The public VIP_LOG_* levels, which VipLogHandler reports.
+enum class LogLevel {
+    error = VIP_LOG_ERROR,
+    warn = VIP_LOG_WARNING,
+    info = VIP_LOG_INFO,
+    debug = VIP_LOG_DEBUG
+};
 
 bool log_enabled(LogLevel level);
 void log_line(LogLevel level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// The program's watcher of log lines (VipLogHandler); null: none.
+void log_watch(VIP_LOG_HANDLER handler, void *context);
 
 } // namespace vipl
 

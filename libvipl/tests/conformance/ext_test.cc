@@ -171,6 +171,54 @@ TEST_CASE("Renamed shm keys still read their old names, the new name first", "[e
     expect_fresh({"VIPL_COPY_THRESHOLD=" + other}, "SHM_COPY_THRESHOLD", other);
 }
 
+namespace {
+
+struct LogSeen {
+    std::vector<std::pair<VIP_ULONG, std::string>> lines;
+};
+
+void record_log(VIP_PVOID context, VIP_ULONG level, const VIP_CHAR *text) {
+    static_cast<LogSeen *>(context)->lines.emplace_back(level, text);
+}
+
+} // namespace
+
+TEST_CASE("the library's log watched in a fresh process", "[.][ext-log]") {
+    // The case guard watches the log of every test process: this one takes it over.
+    LogSeen seen;
+    REQUIRE(VipLogHandler(record_log, &seen) == VIP_SUCCESS);
+    VIP_CONFIG_INFO info;
+    REQUIRE(VipConfigInfo(0, &info) == VIP_SUCCESS); // the first use reads the core's keys
+    if (std::string(getenv("VIPL_TEST_WANT")) == "1") {
+        REQUIRE(seen.lines.size() == 1);
+        CHECK(seen.lines[0].first == VIP_LOG_WARNING);
+        CHECK(seen.lines[0].second == "ignoring invalid configuration VIPL_SPIN_US=lots");
+    } else {
+        CHECK(seen.lines.empty());
+    }
+    // Unwatched, the shm provider's keys (read at its first use) warn unseen.
+    REQUIRE(VipLogHandler(nullptr, nullptr) == VIP_SUCCESS);
+    size_t before = seen.lines.size();
+    CHECK(vt::config_value("SHM_RING_SIZE") == "8192");
+    CHECK(seen.lines.size() == before);
+}
+
+TEST_CASE("VipLogHandler gets each line VIPL_LOG_LEVEL lets through until it is unset", "[ext]") {
+    const std::string name = "the library's log watched in a fresh process";
+    const std::vector<std::string> bad = {"VIPL_SPIN_US=lots", "VIPL_SHM_RING_SIZE=3000"};
+    std::vector<std::string> env = bad;
+    env.push_back("VIPL_TEST_WANT=1");
+    int status = vt::run_fresh(name, env);
+    INFO("warnings let through: " << vt::status_text(status));
+    CHECK(status == 0);
+    env = bad;
+    env.push_back("VIPL_TEST_WANT=0");
+    env.push_back("VIPL_LOG_LEVEL=error");
+    status = vt::run_fresh(name, env);
+    INFO("errors only: " << vt::status_text(status));
+    CHECK(status == 0);
+}
+
 TEST_CASE("VipQueryViCounters counts messages and bytes", "[ext]") {
     std::string device = VT_DEVICE();
     vt::Nic na(device), nb(device);

@@ -252,6 +252,17 @@ Step rdma_read_request(Vi *vi, Endpoint *ep, const uint8_t *body, uint64_t pos) 
     return Step::next;
 }
 
+// An answer that found the out ring full while this end is armed for arrivals only (a
+// wait's last look, after arming, found the request) would sleep through the peer
+// making room.  Arms for that too; true: the caller tries once more, since room made
+// before the arming rang nobody.
+bool arm_for_room(Vi *vi, Endpoint *ep) {
+    uint64_t w = ep->me->waiter.load(std::memory_order_relaxed);
+    if (!(w & kWakeAny) || (w & kWakeSend)) return false;
+    arm(vi, kWakeSend);
+    return true;
+}
+
 Step handle(Vi *vi, Endpoint *ep, const Rec &r, const uint8_t *body, uint32_t nseg, uint64_t pos) {
     switch (r.type) {
     case kPad:
@@ -292,8 +303,9 @@ void progress_in(Vi *vi, Endpoint *ep) {
         Rec rec = load_rec(r);
         uint32_t nseg = 0;
         uint64_t size = record_size(ep, rec, pos, &nseg);
-        Step st = size ? handle(vi, ep, rec, reinterpret_cast<const uint8_t *>(r + 1), nseg, pos)
-                       : Step::failed;
+        const auto *body = reinterpret_cast<const uint8_t *>(r + 1);
+        Step st = size ? handle(vi, ep, rec, body, nseg, pos) : Step::failed;
+        if (st == Step::stall && arm_for_room(vi, ep)) st = handle(vi, ep, rec, body, nseg, pos);
         ep->stalled = st == Step::stall;
         if (st == Step::stall) break;
         if (st == Step::failed) {

@@ -1,0 +1,22 @@
+// Every test case of a program linking the support library is checked for what
+// it leaves behind, as UCX's test base does: a descriptor, a thread, a
+// /dev/shm entry named after libvipl or this process, or an error line the
+// library logged that the case did not announce.  The check runs around each
+// run of a case (each leaf section) and fails the case with the list.
+//
+// What the library keeps for the whole process once started is not a leak:
+// its notification thread ("vipl-notify") and that thread's epoll and eventfd
+// descriptors.  Everything else it makes belongs to a NIC, VI, CQ or
+// connection and goes with it.
+#pragma once
+
+#include <string>
+
+namespace vt {
+
+// The case provokes library errors on purpose: lines containing `part`,
+// logged until the case ends, are expected.  Say what the error is, e.g.
+// expect_logged("not a non-blocking eventfd").
+void expect_logged(const std::string &part);
+
+} // namespace vt
