@@ -1,6 +1,5 @@
 // The transport with real omniORB programs: an echo server and client (omniidl-compiled),
 // started as processes, every wait bounded.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include "vipl/stream_config.h"

@@ -6,6 +6,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "case_guard.h"
+
 #include "program.h"
 #include "scratch.h"
 
@@ -27,6 +29,9 @@ struct Reaper : Catch::TestEventListenerBase {
 } // namespace
 
 CATCH_REGISTER_LISTENER(Reaper)
+
+// Every case is checked for what it leaves behind (libvipl/tests/support/case_guard.h).
+[[gnu::used]] static const int *const g_guard = &vt::case_guard_registered;
 
 int main(int argc, char **argv) {
     pgt::become_subreaper();

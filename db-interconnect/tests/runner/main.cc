@@ -3,6 +3,8 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include "case_guard.h"
+
 #include "process.h"
 
 #include <signal.h>
@@ -18,6 +20,9 @@ void on_end(int sig) {
 }
 
 } // namespace
+
+// Every case is checked for what it leaves behind (libvipl/tests/support/case_guard.h).
+[[gnu::used]] static const int *const g_guard = &vt::case_guard_registered;
 
 int main(int argc, char **argv) {
     dbt::become_subreaper();

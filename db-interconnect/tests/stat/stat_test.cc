@@ -8,7 +8,6 @@
 // the bytes and calls each way, the stream messages one side sent and the other received,
 // the sleeps.  Families: a socket file and 127.0.0.1 (the shm provider), and two network
 // namespaces (the tcp provider, VIPL_DB_REMOTE naming the server).
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include "netns.h"

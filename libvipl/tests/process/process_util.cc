@@ -463,6 +463,17 @@ bool ShVi::close_last() {
     return true;
 }
 
+bool ShVi::close_nic() {
+    if (nic && !check(VipCloseNic(nic), "VipCloseNic")) return false;
+    nic = nullptr;
+    ptag = nullptr;
+    vi = nullptr;
+    cq = nullptr;
+    if (mem) munmap(mem, kRegionBytes);
+    mem = nullptr;
+    return true;
+}
+
 Traffic::Traffic() = default;
 
 std::string traffic(ShVi &v, Traffic *t, int me, bool use_cq, double timeout_ms) {

@@ -152,6 +152,8 @@ struct ShVi {
                     int timeout_ms = 10000);
     // Last holder: disconnects, takes what is left on both queues, destroys the VI.
     bool close_last();
+    // Closes the NIC (what is left on it goes too) and unmaps the region.
+    bool close_nic();
     VIP_DESCRIPTOR *recv_desc(int i) {
         return reinterpret_cast<VIP_DESCRIPTOR *>(mem + kRecvDescAt) + i;
     }

@@ -224,6 +224,8 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
     CHECK(s2->bad.load() == 0);
     REQUIRE(v.close_last());
     REQUIRE(w.close_last());
+    REQUIRE(v.close_nic());
+    REQUIRE(w.close_nic());
     CHECK(vt::wait_child(srv1.pid, 10) == 0);
     CHECK(vt::wait_child(srv2.pid, 10) == 0);
     srv1.pid = srv2.pid = -1;

@@ -4,9 +4,11 @@
 // library logged that the case did not announce.  The check runs around each
 // run of a case (each leaf section) and fails the case with the list.
 //
-// What the library keeps for the whole process once started is not a leak:
-// its notification thread ("vipl-notify") and that thread's epoll and eventfd
-// descriptors.  Everything else it makes belongs to a NIC, VI, CQ or
+// What the libraries keep for the whole process once started is not a leak:
+// libvipl's notification thread ("vipl-notify") and that thread's epoll and
+// eventfd descriptors, and the database interposer's statistics table (a
+// memfd "vipl-db-stats", made at its first connection, read by vipl-run
+// --stat).  Everything else libvipl makes belongs to a NIC, VI, CQ or
 // connection and goes with it.
 #pragma once
 
@@ -18,5 +20,9 @@ namespace vt {
 // logged until the case ends, are expected.  Say what the error is, e.g.
 // expect_logged("not a non-blocking eventfd").
 void expect_logged(const std::string &part);
+
+// The guard is linked in by the test main (support/main.cc); a program with a
+// main() of its own (CATCH_CONFIG_RUNNER) links it by naming this.
+extern const int case_guard_registered;
 
 } // namespace vt

@@ -3,7 +3,5 @@
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
-namespace vt {
-extern const int case_guard_registered;
-}
-[[maybe_unused]] static const int *const g_guard = &vt::case_guard_registered;
+#include "case_guard.h"
+[[gnu::used]] static const int *const g_guard = &vt::case_guard_registered;
