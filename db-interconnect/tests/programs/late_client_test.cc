@@ -1,9 +1,12 @@
 // A server answers before its client comes to the rendezvous (the client wrote its
-// request and then paused longer than the rendezvous lasts, VIPL_DB_NEGOTIATE_MS=100 on
-// the server): the answer waits for the client's stream, then the server gives the
+// request and reads only after the server answered; VIPL_DB_NEGOTIATE_MS=100 on the
+// server): the answer waits for the client's stream, then the server gives the
 // rendezvous up and both ends go on on the kernel.  Each side says so once, the echo is
 // whole, and the server reads the client's close as an end of file (not as a reset).  An
 // accept-then-fork server whose children block, over a unix socket and TCP loopback.
+// Files order the two sides, not pauses: on a loaded host a client slow to write finds
+// the REPLY already there and comes to the rendezvous with its request, and a server
+// slow to read opens its rendezvous after any fixed pause of the client has run out.
 #include "endpoint.h"
 #include "files.h"
 #include "mode.h"
@@ -26,6 +29,12 @@ TEST_CASE("programs: a server that answers before its client comes goes on on th
     for (const std::string &a : ep.args()) ss.argv.push_back(a);
     ss.argv.push_back("--log");
     ss.argv.push_back(dir / "served");
+    // The child reads (and so sends its REPLY) only after the client's request is
+    // written, and says when its answer is written (the rendezvous given up by then).
+    ss.argv.push_back("--read-after");
+    ss.argv.push_back(dir / "sent");
+    ss.argv.push_back("--answered");
+    ss.argv.push_back(dir / "answered");
     ss.preload = true;
     ss.env = {"VIPL_DB_LOG=2", "VIPL_DB_NEGOTIATE_MS=100"};
     ss.out_pipe = true;
@@ -38,6 +47,10 @@ TEST_CASE("programs: a server that answers before its client comes goes on on th
     Spawn cs;
     cs.argv = script("late_client.py");
     for (const std::string &a : ep.args()) cs.argv.push_back(a);
+    cs.argv.push_back("--sent");
+    cs.argv.push_back(dir / "sent");
+    cs.argv.push_back("--read-after");
+    cs.argv.push_back(dir / "answered");
     cs.preload = true;
     cs.env = {"VIPL_DB_LOG=2"};
     cs.out_pipe = true;
