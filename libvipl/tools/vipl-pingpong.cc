@@ -74,7 +74,8 @@ struct Side {
         mem_size = descs + 3 * window * slot + 64;
         mem = static_cast<uint8_t *>(mmap(nullptr, mem_size, PROT_READ | PROT_WRITE,
                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0));
-        VIP_MEM_ATTRIBUTES ma{ptag, VIP_FALSE, VIP_FALSE};
+        VIP_MEM_ATTRIBUTES ma{};
+        ma.Ptag = ptag;
         check("VipRegisterMem", VipRegisterMem(nic, mem, mem_size, &ma, &mh));
         rdesc = reinterpret_cast<VIP_DESCRIPTOR *>(mem);
         sdesc = rdesc + 2 * window;

@@ -363,16 +363,6 @@ pid_t spawn_server(ServerStats *s, const std::string &disc, const ServerOpts &o)
 
 // ------------------------------------------------------------ shareable VIs
 
-bool ShVi::fail(const std::string &what) {
-    if (err.empty()) err = what;
-    return false;
-}
-
-bool ShVi::check(VIP_RETURN rc, const char *what, VIP_RETURN want) {
-    if (rc == want) return true;
-    return fail(vt::fmt("%s: %s (wanted %s)", what, VipReturnString(rc), VipReturnString(want)));
-}
-
 bool ShVi::open(bool with_cq, VIP_RELIABILITY_LEVEL level, VIP_ULONG mtu) {
     if (!check(VipOpenNic(vt::device().c_str(), &nic), "VipOpenNic")) return false;
     if (!check(VipCreatePtag(nic, &ptag), "VipCreatePtag")) return false;
@@ -406,26 +396,11 @@ bool ShVi::post_recvs() {
 }
 
 bool ShVi::connect(const std::string &disc, int timeout_ms, VIP_NIC_HANDLE ns_nic) {
-    VIP_NIC_HANDLE ns = ns_nic ? ns_nic : nic;
-    std::vector<uint8_t> local = vt::address(ns, disc + "c"), remote = vt::address(ns, disc);
-    if (local.empty() || remote.empty()) return fail("VipNSGetHostByName failed");
-    return check(vt::connect_request(vi, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
-                                     reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()),
-                                     timeout_ms),
-                 "VipConnectRequest");
+    return connect_through(ns_nic ? ns_nic : nic, vi, disc, timeout_ms);
 }
 
 bool ShVi::accept(const std::string &disc, int timeout_ms) {
-    std::vector<uint8_t> local = vt::address(nic, disc);
-    std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 128);
-    if (local.empty()) return fail("VipNSGetHostByName failed");
-    VIP_VI_ATTRIBUTES ra;
-    VIP_CONN_HANDLE conn;
-    if (!check(VipConnectWait(nic, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), timeout_ms,
-                              reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), &ra, &conn),
-               "VipConnectWait"))
-        return false;
-    return check(VipConnectAccept(conn, vi), "VipConnectAccept");
+    return accept_on(nic, vi, disc, timeout_ms);
 }
 
 bool ShVi::connect_to(std::vector<uint8_t> local, std::vector<uint8_t> remote, int timeout_ms) {

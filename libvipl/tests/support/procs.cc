@@ -118,14 +118,37 @@ void Child::kill_now(int sig) {
 
 // --------------------------------------------------------------------- Ep
 
-bool Ep::fail(const std::string &what) {
+bool FirstError::fail(const std::string &what) {
     if (err.empty()) err = what;
     return false;
 }
 
-bool Ep::check(VIP_RETURN rc, const char *what, VIP_RETURN want) {
+bool FirstError::check(VIP_RETURN rc, const char *what, VIP_RETURN want) {
     if (rc == want) return true;
     return fail(fmt("%s: %s (wanted %s)", what, VipReturnString(rc), VipReturnString(want)));
+}
+
+bool FirstError::accept_on(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, const std::string &disc,
+                           int timeout_ms) {
+    std::vector<uint8_t> local = address(nic, disc);
+    if (local.empty()) return fail("VipNSGetHostByName failed");
+    AddressBuffer remote;
+    VIP_VI_ATTRIBUTES ra;
+    VIP_CONN_HANDLE conn;
+    if (!check(VipConnectWait(nic, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), timeout_ms,
+                              remote.get(), &ra, &conn),
+               "VipConnectWait"))
+        return false;
+    return check(VipConnectAccept(conn, vi), "VipConnectAccept");
+}
+
+bool FirstError::connect_through(VIP_NIC_HANDLE ns, VIP_VI_HANDLE vi, const std::string &disc,
+                                 int timeout_ms) {
+    std::vector<uint8_t> local = address(ns, disc + "c"), remote = address(ns, disc);
+    if (local.empty() || remote.empty()) return fail("VipNSGetHostByName failed");
+    return check(connect_request(vi, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
+                                 reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), timeout_ms),
+                 "VipConnectRequest");
 }
 
 bool Ep::open(size_t bytes, const Opts &o) {
@@ -151,30 +174,11 @@ bool Ep::open(size_t bytes, const Opts &o) {
 }
 
 bool Ep::accept(const std::string &disc, int timeout_ms) {
-    std::vector<uint8_t> local = address(nic, disc);
-    if (local.empty()) return fail("VipNSGetHostByName failed");
-    std::vector<uint8_t> remote(sizeof(VIP_NET_ADDRESS) + 128);
-    VIP_VI_ATTRIBUTES ra;
-    VIP_CONN_HANDLE conn;
-    if (!check(VipConnectWait(nic, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()), timeout_ms,
-                              reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), &ra, &conn),
-               "VipConnectWait"))
-        return false;
-    return check(VipConnectAccept(conn, vi), "VipConnectAccept");
+    return accept_on(nic, vi, disc, timeout_ms);
 }
 
 bool Ep::connect(const std::string &disc, int timeout_ms) {
-    std::vector<uint8_t> local = address(nic, disc + "c"), remote = address(nic, disc);
-    if (local.empty() || remote.empty()) return fail("VipNSGetHostByName failed");
-    double end = now_ms() + timeout_ms;
-    VIP_RETURN rc;
-    do {
-        VIP_VI_ATTRIBUTES ra;
-        rc = VipConnectRequest(vi, reinterpret_cast<VIP_NET_ADDRESS *>(local.data()),
-                               reinterpret_cast<VIP_NET_ADDRESS *>(remote.data()), timeout_ms, &ra);
-        if (rc == VIP_NO_MATCH) sleep_ms(2);
-    } while (rc == VIP_NO_MATCH && now_ms() < end);
-    return check(rc, "VipConnectRequest");
+    return connect_through(nic, vi, disc, timeout_ms);
 }
 
 void Ep::close() {

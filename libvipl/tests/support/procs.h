@@ -72,9 +72,24 @@ struct Opts {
     std::string device = "shm0"; // the NIC Ep::open opens (tests of the process model: any)
 };
 
-// One VI on its own NIC with one registered region.  Methods return false and
-// set `err` on failure; nothing throws.
-struct Ep {
+// What the endpoint helpers (Ep here, the process tests' ShVi) share: the first
+// failure in words, and connection set-up by discriminator.  Methods return false
+// and set `err` on failure; nothing throws.
+struct FirstError {
+    std::string err;
+
+    bool fail(const std::string &what);
+    bool check(VIP_RETURN rc, const char *what, VIP_RETURN want = VIP_SUCCESS);
+    // Waits on nic for the client of disc and accepts it with vi.
+    bool accept_on(VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, const std::string &disc, int timeout_ms);
+    // Connects vi as disc + "c" to the server of disc, names looked up through ns,
+    // retrying while nobody waits yet.
+    bool connect_through(VIP_NIC_HANDLE ns, VIP_VI_HANDLE vi, const std::string &disc,
+                         int timeout_ms);
+};
+
+// One VI on its own NIC with one registered region.
+struct Ep : FirstError {
     VIP_NIC_HANDLE nic = nullptr;
     VIP_PROTECTION_HANDLE ptag = nullptr;
     VIP_NIC_ATTRIBUTES na{};
@@ -83,15 +98,12 @@ struct Ep {
     uint8_t *mem = nullptr;
     size_t size = 0;
     VIP_MEM_HANDLE mh = 0;
-    std::string err;
 
     Ep() = default;
     ~Ep() { close(); }
     Ep(const Ep &) = delete;
     Ep &operator=(const Ep &) = delete;
 
-    bool fail(const std::string &what);
-    bool check(VIP_RETURN rc, const char *what, VIP_RETURN want = VIP_SUCCESS);
     bool open(size_t bytes, const Opts &o = Opts());
     // Server side: waits for the client of disc and accepts it.
     bool accept(const std::string &disc, int timeout_ms = 10000);

@@ -8,6 +8,7 @@
 #include "core/vi.h"
 #include "prov/shm/shm.h"
 #include "prov/shm/shm_config.h"
+#include "prov/util/endpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -214,12 +215,7 @@ void disconnect(Vi *vi) {
 }
 
 void vi_destroy(Vi *vi) {
-    Endpoint *ep = endpoint(vi);
-    if (!ep) return;
-    disconnect(vi);
-    ep->~Endpoint();
-    object_free(ep, sizeof(Endpoint), vi->shareable);
-    vi->prov = nullptr;
+    util::destroy_endpoint(vi, endpoint(vi), disconnect);
 }
 
 void hold_endpoint(Vi *vi, Endpoint *ep) {

@@ -22,6 +22,19 @@
 
 namespace vipl::shm {
 
+// A handshake message with the fields every one starts with: the protocol, its type,
+// the sender's pid and (when it has one here) NIC.
+template <class Msg>
+static Msg make_msg(uint32_t type, Nic *nic) {
+    Msg m{};
+    m.magic = kMagic;
+    m.version = kVersion;
+    m.type = type;
+    m.pid = static_cast<uint32_t>(getpid());
+    if (nic) m.nic_id = shm_nic(nic)->id;
+    return m;
+}
+
 static WireAttrs wire_attrs(const VIP_VI_ATTRIBUTES &a) {
     return WireAttrs{a.ReliabilityLevel,
                      (a.EnableRdmaWrite ? kEndRdmaWrite : 0u) |
@@ -44,12 +57,7 @@ VIP_RETURN check_match(const Vi *vi, const WireAttrs &w) {
 }
 
 Hello make_hello(uint32_t type, Vi *vi, const VIP_NET_ADDRESS *local) {
-    Hello h{};
-    h.magic = kMagic;
-    h.version = kVersion;
-    h.type = type;
-    h.pid = static_cast<uint32_t>(getpid());
-    h.nic_id = shm_nic(vi->nic)->id;
+    Hello h = make_msg<Hello>(type, vi->nic);
     h.attrs = wire_attrs(vi->attrs);
     h.probe = probe_address();
     h.host_len = kHostAddressLen;
@@ -195,12 +203,7 @@ VIP_RETURN offer(Vi *vi, int sock, const Hello &hello, pid_t peer_pid, VIP_VI_AT
     h->header_size = header;
     bool can_access = fill_own_end(vi, &h->end[0], peer_pid, hello.probe);
 
-    Answer a{};
-    a.magic = kMagic;
-    a.version = kVersion;
-    a.type = kMsgAccept;
-    a.pid = static_cast<uint32_t>(getpid());
-    a.nic_id = shm_nic(vi->nic)->id;
+    Answer a = make_msg<Answer>(kMsgAccept, vi->nic);
     a.attrs = wire_attrs(vi->attrs);
     a.probe = probe_address();
     a.ring_size = ring;
@@ -295,12 +298,7 @@ static VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATT
         return VIP_ERROR_RESOURCE;
     }
     bool can_access = fill_own_end(vi, &h->end[1], cred.pid, a.probe);
-    Ack ack{};
-    ack.magic = kMagic;
-    ack.version = kVersion;
-    ack.type = kMsgAck;
-    ack.pid = static_cast<uint32_t>(getpid());
-    ack.nic_id = shm_nic(vi->nic)->id;
+    Ack ack = make_msg<Ack>(kMsgAck, vi->nic);
     ack.regions = vi->nic->regions.max();
     int mine[2] = {vi->efd, vi->nic->regions.fd()};
     if (!send_with_fds(sock, &ack, sizeof ack, mine, 2)) {
@@ -321,11 +319,7 @@ static VIP_RETURN join(Vi *vi, int sock, const Answer &a, int fds[3], VIP_VI_ATT
 }
 
 void send_reject(int sock, VIP_RETURN reason) {
-    Answer a{};
-    a.magic = kMagic;
-    a.version = kVersion;
-    a.type = kMsgReject;
-    a.pid = static_cast<uint32_t>(getpid());
+    Answer a = make_msg<Answer>(kMsgReject, nullptr);
     a.reason = reason;
     send_with_fds(sock, &a, sizeof a, nullptr, 0);
 }

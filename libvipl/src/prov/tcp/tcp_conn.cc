@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/wait.h"
 #include "prov/tcp/tcp.h"
+#include "prov/util/endpoint.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -541,16 +542,10 @@ static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *
 VIP_RETURN peer_progress(Vi *vi, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds, int *nfds,
                          uint64_t *deadline) {
     Endpoint *ep = endpoint(vi);
-    P2p *p = ep->p2p;
-    *nfds = 0;
-    if (!p) return VIP_INVALID_STATE;
-    if (now_ns() >= p->deadline) {
-        p2p_free(ep);
-        return VIP_TIMEOUT;
-    }
-    *deadline = p->deadline;
-    return p->acceptor ? p2p_acceptor(vi, ep, p, rattrs, fds, nfds, deadline)
-                       : p2p_connector(vi, ep, p, rattrs, fds, nfds, deadline);
+    return util::peer_step(ep, nfds, deadline, [&](P2p *p, uint64_t *d) {
+        return p->acceptor ? p2p_acceptor(vi, ep, p, rattrs, fds, nfds, d)
+                           : p2p_connector(vi, ep, p, rattrs, fds, nfds, d);
+    });
 }
 
 } // namespace vipl::tcp

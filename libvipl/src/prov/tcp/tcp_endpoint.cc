@@ -9,6 +9,7 @@
 #include "core/vi.h"
 #include "prov/tcp/tcp.h"
 #include "prov/tcp/tcp_config.h"
+#include "prov/util/endpoint.h"
 
 #include <cerrno>
 #include <cstring>
@@ -175,12 +176,7 @@ void abandon(Vi *vi) {
 }
 
 void vi_destroy(Vi *vi) {
-    Endpoint *ep = endpoint(vi);
-    if (!ep) return;
-    disconnect(vi);
-    ep->~Endpoint();
-    object_free(ep, sizeof(Endpoint), vi->shareable);
-    vi->prov = nullptr;
+    util::destroy_endpoint(vi, endpoint(vi), disconnect);
 }
 
 void connection_lost(Vi *vi, Endpoint *ep, VIP_ERROR_CODE code) {
