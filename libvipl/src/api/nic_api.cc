@@ -246,21 +246,30 @@ VIP_RETURN VipDeregisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
     });
 }
 
-static const RegionEntry *find_region(Nic *nic, VIP_PVOID addr, VIP_MEM_HANDLE h) {
-    const RegionEntry *e = nic->regions.find(h);
-    if (!e) return nullptr;
-    uint64_t a = reinterpret_cast<uint64_t>(addr);
-    return (a >= e->base && a - e->base < e->length) ? e : nullptr;
+} // extern "C"
+
+// The memory-attribute calls: fn(nic, region) under the NIC's lock, for the region of
+// handle h that holds addr.  VIP_INVALID_PARAMETER when there is no such NIC or region,
+// or no attributes.
+template <class Fn>
+static VIP_RETURN with_region(VIP_NIC_HANDLE handle, VIP_PVOID addr, VIP_MEM_HANDLE h,
+                              const VIP_MEM_ATTRIBUTES *attrs, Fn fn) {
+    return api_call([&] {
+        Nic *nic = find_nic(handle);
+        if (!nic || !attrs) return VIP_INVALID_PARAMETER;
+        std::lock_guard<Mutex> g(nic->lock);
+        const RegionEntry *e = nic->regions.find(h);
+        uint64_t a = reinterpret_cast<uint64_t>(addr);
+        if (!e || a < e->base || a - e->base >= e->length) return VIP_INVALID_PARAMETER;
+        return fn(nic, e);
+    });
 }
+
+extern "C" {
 
 VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_MEM_HANDLE MemHandle,
                        VIP_MEM_ATTRIBUTES *MemAttribs) {
-    return api_call([&] {
-        Nic *nic = find_nic(NicHandle);
-        if (!nic || !MemAttribs) return VIP_INVALID_PARAMETER;
-        std::lock_guard<Mutex> g(nic->lock);
-        const RegionEntry *e = find_region(nic, VirtualAddress, MemHandle);
-        if (!e) return VIP_INVALID_PARAMETER;
+    auto query = [&](Nic *, const RegionEntry *e) {
         vipl::Ptag *p = ptags().at_index(e->ptag - 1);
         uint32_t flags = e->flags.load();
         MemAttribs->Ptag = p ? ptags().handle_of(p) : nullptr;
@@ -268,17 +277,13 @@ VIP_RETURN VipQueryMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_M
         MemAttribs->EnableRdmaRead = (flags & kRegionRdmaRead) ? VIP_TRUE : VIP_FALSE;
         MemAttribs->Shareable = (flags & kRegionShareable) ? VIP_TRUE : VIP_FALSE;
         return VIP_SUCCESS;
-    });
+    };
+    return with_region(NicHandle, VirtualAddress, MemHandle, MemAttribs, query);
 }
 
 VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress,
                                VIP_MEM_HANDLE MemHandle, VIP_MEM_ATTRIBUTES *MemAttribs) {
-    return api_call([&] {
-        Nic *nic = find_nic(NicHandle);
-        if (!nic || !MemAttribs) return VIP_INVALID_PARAMETER;
-        std::lock_guard<Mutex> g(nic->lock);
-        const RegionEntry *e = find_region(nic, VirtualAddress, MemHandle);
-        if (!e) return VIP_INVALID_PARAMETER;
+    auto set = [&](Nic *nic, const RegionEntry *e) {
         vipl::Ptag *p = find_ptag(nic, MemAttribs->Ptag);
         if (!p) return VIP_INVALID_PTAG;
         if (MemAttribs->Shareable && !(e->flags.load() & kRegionShareable) &&
@@ -295,7 +300,8 @@ VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddres
             if (vipl::Ptag *o = ptags().at_index(old - 1)) o->users.fetch_sub(1);
         }
         return VIP_SUCCESS;
-    });
+    };
+    return with_region(NicHandle, VirtualAddress, MemHandle, MemAttribs, set);
 }
 
 } // extern "C"

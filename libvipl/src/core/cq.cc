@@ -134,20 +134,12 @@ void cq_wake(Cq *cq) {
     bool wanted = cq->sleepers.load(std::memory_order_seq_cst) > 0 ||
                   cq->fd_mode.load(std::memory_order_relaxed) || cq->notify;
     if (!wanted || cq->kicked.exchange(true, std::memory_order_acq_rel)) return;
-    uint64_t one = 1;
-    int saved = errno;
-    ssize_t n = write(cq->efd, &one, sizeof one);
-    (void)n;
-    errno = saved;
+    eventfd_ring(cq->efd);
 }
 
 void cq_drain(Cq *cq) {
     cq->kicked.store(false, std::memory_order_release);
-    uint64_t v;
-    int saved = errno;
-    ssize_t n = read(cq->efd, &v, sizeof v);
-    (void)n;
-    errno = saved;
+    eventfd_drain(cq->efd);
 }
 
 void cq_attach(Cq *cq, Vi *vi) {

@@ -29,11 +29,7 @@ static void wait_users_gone(std::atomic<int> &users, int efd, Mutex &lock) {
     lock.unlock();
     uint64_t start = now_ns();
     for (unsigned i = 0; users.load(std::memory_order_acquire) > 0; ++i) {
-        if ((i & 15) == 0 && efd >= 0) {
-            uint64_t one = 1;
-            ssize_t n = write(efd, &one, sizeof one);
-            (void)n;
-        }
+        if ((i & 15) == 0 && efd >= 0) eventfd_ring(efd);
         if (now_ns() - start > 10'000'000'000ull) {
             VIPL_ERROR("a thread did not leave a wait on a destroyed object within 10 s");
             break;

@@ -42,9 +42,7 @@ union Immortal {
 Notifier &g = g_immortal.n;
 
 void poke_locked() {
-    uint64_t one = 1;
-    ssize_t n = write(g.efd, &one, sizeof one);
-    (void)n;
+    eventfd_ring(g.efd);
 }
 
 void add_fd(int fd, void *handle) {
@@ -206,9 +204,7 @@ void arm_targets() {
 
 void handle_event(uint64_t data) {
     if (data == 0) {
-        uint64_t v;
-        ssize_t n = read(g.efd, &v, sizeof v);
-        (void)n;
+        eventfd_drain(g.efd);
         return;
     }
     void *h = reinterpret_cast<void *>(data);

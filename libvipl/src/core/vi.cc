@@ -3,6 +3,7 @@
 #include "core/arena.h"
 #include "core/config.h"
 #include "core/cq.h"
+#include "core/fds.h"
 #include "core/log.h"
 #include "core/notify.h"
 #include "prov/provider.h"
@@ -135,11 +136,7 @@ void vi_fail(Vi *vi, VIP_ERROR_CODE code, VIP_DESCRIPTOR *desc, uint16_t op) {
 
 void vi_wake_now(Vi *vi) {
     if (vi->kicked.exchange(true, std::memory_order_acq_rel)) return;
-    uint64_t one = 1;
-    int saved = errno;
-    ssize_t n = write(vi->efd, &one, sizeof one);
-    (void)n;
-    errno = saved;
+    eventfd_ring(vi->efd);
     ++vi->counters.DoorbellsRung;
     for (WorkQueue *q : {&vi->sq, &vi->rq})
         if (q->cq) cq_wake(q->cq);
@@ -147,11 +144,7 @@ void vi_wake_now(Vi *vi) {
 
 void vi_drain(Vi *vi) {
     vi->kicked.store(false, std::memory_order_release);
-    uint64_t v;
-    int saved = errno;
-    ssize_t n = read(vi->efd, &v, sizeof v);
-    (void)n;
-    errno = saved;
+    eventfd_drain(vi->efd);
 }
 
 void vi_progress(Vi *vi) {

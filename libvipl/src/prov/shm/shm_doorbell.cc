@@ -3,6 +3,7 @@
 // a ringer that read an old arming cannot clear a newer one.
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/fds.h"
 #include "prov/shm/shm.h"
 #include "prov/shm/shm_config.h"
 
@@ -77,12 +78,8 @@ static inline void full_barrier() {
 }
 
 void ring_peer(Vi *vi, Endpoint *ep, unsigned what) {
-    uint64_t one = 1;
     if (ep->force_doorbell) {
-        int saved = errno;
-        ssize_t n = write(ep->peer_efd, &one, sizeof one);
-        (void)n;
-        errno = saved;
+        eventfd_ring(ep->peer_efd);
         ++vi->counters.DoorbellsRung;
         return;
     }
@@ -93,10 +90,7 @@ void ring_peer(Vi *vi, Endpoint *ep, unsigned what) {
     for (int tries = 0; w & what; ++tries) {
         if (tries == kCasTries ||
             ep->peer->waiter.compare_exchange_weak(w, w & ~3ull, std::memory_order_seq_cst)) {
-            int saved = errno;
-            ssize_t n = write(ep->peer_efd, &one, sizeof one);
-            (void)n;
-            errno = saved;
+            eventfd_ring(ep->peer_efd);
             ++vi->counters.DoorbellsRung;
             return;
         }

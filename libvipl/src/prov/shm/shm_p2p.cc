@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <memory>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -23,6 +24,9 @@
 #include <unistd.h>
 
 namespace vipl::shm {
+
+// A connector whose peer does not listen yet tries again this much later.
+constexpr uint64_t kRetryNs = 2000000;
 
 struct P2p {
     bool acceptor = false;
@@ -33,6 +37,13 @@ struct P2p {
     uint64_t next_try = 0;      // connector: when to connect again
     uint64_t sock_deadline = 0; // acceptor: for the request on sock to come
     Hello hello{};              // what this side sends (connector) / expects (acceptor)
+
+    P2p() = default;
+    P2p(const P2p &) = delete;
+    ~P2p() {
+        if (lfd >= 0) fd_close(lfd);
+        if (sock >= 0) fd_close(sock);
+    }
 };
 
 using util::Recv;
@@ -48,8 +59,8 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
     int cmp = memcmp(ld, rd, std::min(local->DiscriminatorLen, remote->DiscriminatorLen));
     if (cmp == 0) cmp = static_cast<int>(local->DiscriminatorLen) - remote->DiscriminatorLen;
     if (cmp == 0) return VIP_INVALID_PARAMETER;
-    auto *p = new P2p;
-    p->acceptor = cmp > 0; // the larger discriminator listens, the smaller connects
+    auto p = std::make_unique<P2p>(); // freed on every early return
+    p->acceptor = cmp > 0;            // the larger discriminator listens, the smaller connects
     p->deadline = deadline;
     p->hello = make_hello(kMsgPeerRequest, vi, local);
     p->hello.want_len = remote->DiscriminatorLen;
@@ -62,21 +73,15 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
         if (p->lfd < 0 || len == 0 || bind(p->lfd, reinterpret_cast<sockaddr *>(&sa), len) < 0 ||
             listen(p->lfd, 16) < 0) {
             VIPL_WARN("peer connection: cannot listen on %s: %s", name.c_str(), strerror(errno));
-            if (p->lfd >= 0) fd_close(p->lfd);
-            delete p;
             return VIP_ERROR_RESOURCE;
         }
     }
-    endpoint(vi)->p2p = p;
+    endpoint(vi)->p2p = p.release();
     return VIP_SUCCESS;
 }
 
 void p2p_free(Endpoint *ep) {
-    P2p *p = ep->p2p;
-    if (!p) return;
-    if (p->lfd >= 0) fd_close(p->lfd);
-    if (p->sock >= 0) fd_close(p->sock);
-    delete p;
+    delete ep->p2p; // with the descriptors it holds
     ep->p2p = nullptr;
 }
 
@@ -84,10 +89,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
                                 pollfd *fds, int *nfds, uint64_t *deadline) {
     uint64_t now = now_ns();
     if (p->sock < 0) {
-        if (now < p->next_try) {
-            *deadline = std::min(p->next_try, p->deadline);
-            return VIP_NOT_DONE;
-        }
+        if (util::too_soon(p, now, deadline)) return VIP_NOT_DONE;
         alignas(VIP_NET_ADDRESS) uint8_t buf[sizeof(VIP_NET_ADDRESS) + kMaxDiscriminator];
         auto *want = reinterpret_cast<VIP_NET_ADDRESS *>(buf);
         want->HostAddressLen = 0;
@@ -97,8 +99,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
         if (s < 0) return VIP_ERROR_RESOURCE;
         if (connect_name(s, socket_name("p2p", want)) != 0) {
             fd_close(s);
-            p->next_try = now + 2000000; // the peer has not asked yet: try again in 2 ms
-            *deadline = std::min(p->next_try, p->deadline);
+            util::retry_after(p, now, kRetryNs, deadline); // the peer has not asked yet
             return VIP_NOT_DONE;
         }
         p->sock = s;
@@ -118,8 +119,7 @@ static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES 
     if (rc == VIP_REJECT) { // listener went away or refused this match: start over
         fd_close(p->sock);
         p->sock = -1;
-        p->next_try = now + 2000000;
-        *deadline = std::min(p->next_try, p->deadline);
+        util::retry_after(p, now, kRetryNs, deadline);
         return VIP_NOT_DONE;
     }
     p2p_free(ep);
@@ -184,11 +184,8 @@ static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *
 
 VIP_RETURN peer_progress(Vi *vi, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds, int *nfds,
                          uint64_t *deadline) {
-    Endpoint *ep = endpoint(vi);
-    return util::peer_step(ep, nfds, deadline, [&](P2p *p, uint64_t *d) {
-        return p->acceptor ? p2p_acceptor(vi, ep, p, rattrs, fds, nfds, d)
-                           : p2p_connector(vi, ep, p, rattrs, fds, nfds, d);
-    });
+    return util::peer_progress<Endpoint, P2p>(vi, rattrs, fds, nfds, deadline, p2p_acceptor,
+                                              p2p_connector);
 }
 
 } // namespace vipl::shm

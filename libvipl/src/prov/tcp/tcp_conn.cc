@@ -26,6 +26,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <unistd.h>
 
 namespace vipl::tcp {
@@ -42,6 +43,12 @@ struct P2p {
     Hello hello{}; // what this side sends
     sockaddr_storage remote{};
     socklen_t remote_len = 0;
+
+    P2p() = default;
+    P2p(const P2p &) = delete;
+    ~P2p() {
+        if (sock >= 0) fd_close(sock);
+    }
 };
 
 namespace {
@@ -370,11 +377,8 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
     if (!local_ok(vi->nic, local) || local->DiscriminatorLen > kMaxDisc ||
         remote->DiscriminatorLen > kMaxDisc)
         return VIP_INVALID_PARAMETER;
-    auto *p = new P2p;
-    if (!to_sockaddr(vi->nic, remote, &p->remote, &p->remote_len)) {
-        delete p;
-        return VIP_NOT_REACHABLE;
-    }
+    auto p = std::make_unique<P2p>(); // freed on every early return
+    if (!to_sockaddr(vi->nic, remote, &p->remote, &p->remote_len)) return VIP_NOT_REACHABLE;
     // Who listens: the larger of (address, discriminator).
     const uint8_t *rh = remote->HostAddressLen ? remote->HostAddress : vi->nic->address;
     int cmp = memcmp(vi->nic->address, rh, vi->nic->attrs.NicAddressLen);
@@ -383,10 +387,7 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
                      std::min(local->DiscriminatorLen, remote->DiscriminatorLen));
         if (cmp == 0) cmp = static_cast<int>(local->DiscriminatorLen) - remote->DiscriminatorLen;
     }
-    if (cmp == 0) {
-        delete p;
-        return VIP_INVALID_PARAMETER;
-    }
+    if (cmp == 0) return VIP_INVALID_PARAMETER;
     p->acceptor = cmp > 0;
     p->deadline = deadline;
     p->hello = make_hello(kHelloPeerRequest, vi, local);
@@ -398,20 +399,14 @@ VIP_RETURN peer_request(Vi *vi, const VIP_NET_ADDRESS *local, const VIP_NET_ADDR
         p->port = port_of(disc_of(local), local->DiscriminatorLen);
         Listener *l = listener_for(vi->nic, p->port, &rc);
         if (l) rc = serve(vi->nic, l, disc_of(local), local->DiscriminatorLen);
-        if (!l || rc != VIP_SUCCESS) {
-            delete p;
-            return rc;
-        }
+        if (!l || rc != VIP_SUCCESS) return rc;
     }
-    endpoint(vi)->p2p = p;
+    endpoint(vi)->p2p = p.release();
     return VIP_SUCCESS;
 }
 
 void p2p_free(Endpoint *ep) {
-    P2p *p = ep->p2p;
-    if (!p) return;
-    if (p->sock >= 0) fd_close(p->sock);
-    delete p;
+    delete ep->p2p; // with the descriptor it holds
     ep->p2p = nullptr;
 }
 
@@ -420,18 +415,14 @@ static void retry_later(P2p *p, uint64_t now, uint64_t *deadline) {
     p->sock = -1;
     p->connected = false;
     p->sent = p->got = 0;
-    p->next_try = now + 10000000; // the peer may not listen yet: again in 10 ms
-    *deadline = std::min(p->next_try, p->deadline);
+    util::retry_after(p, now, 10000000, deadline); // the peer may not listen yet: 10 ms
 }
 
 static VIP_RETURN p2p_connector(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *rattrs,
                                 pollfd *fds, int *nfds, uint64_t *deadline) {
     uint64_t now = now_ns();
     if (p->sock < 0) {
-        if (now < p->next_try) {
-            *deadline = std::min(p->next_try, p->deadline);
-            return VIP_NOT_DONE;
-        }
+        if (util::too_soon(p, now, deadline)) return VIP_NOT_DONE;
         int err = 0;
         p->sock = start_connect(vi->nic, p->remote, p->remote_len, &err);
         if (p->sock < 0) {
@@ -541,11 +532,8 @@ static VIP_RETURN p2p_acceptor(Vi *vi, Endpoint *ep, P2p *p, VIP_VI_ATTRIBUTES *
 
 VIP_RETURN peer_progress(Vi *vi, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds, int *nfds,
                          uint64_t *deadline) {
-    Endpoint *ep = endpoint(vi);
-    return util::peer_step(ep, nfds, deadline, [&](P2p *p, uint64_t *d) {
-        return p->acceptor ? p2p_acceptor(vi, ep, p, rattrs, fds, nfds, d)
-                           : p2p_connector(vi, ep, p, rattrs, fds, nfds, d);
-    });
+    return util::peer_progress<Endpoint, P2p>(vi, rattrs, fds, nfds, deadline, p2p_acceptor,
+                                              p2p_connector);
 }
 
 } // namespace vipl::tcp

@@ -1,12 +1,15 @@
 // What every provider does the same way with its per-VI endpoint (vi->prov), over its
-// own Endpoint type: destroying it, and the first steps of a peer-to-peer
-// connection's progress.  Each provider keeps its own Endpoint, P2p and their
-// disconnect/p2p_free, found here by argument-dependent lookup in its namespace.
+// own Endpoint type: destroying it, and a peer-to-peer connection's progress.  Each provider keeps
+// its own Endpoint, P2p and their disconnect/p2p_free, found here by argument-dependent lookup in
+// its namespace.
 #pragma once
 
 #include "core/arena.h"
 #include "core/clock.h"
 #include "core/objects.h"
+
+#include <algorithm>
+#include <poll.h>
 
 namespace vipl::util {
 
@@ -21,13 +24,20 @@ void destroy_endpoint(Vi *vi, Endpoint *ep, void (*disconnect)(Vi *)) {
     vi->prov = nullptr;
 }
 
-// One step of a peer-to-peer connection (VipConnectPeerWait's progress): none under
-// way, or its deadline passed (its state freed); else the acceptor's or connector's
-// step, called as side(p, deadline) with the deadline already set to the
-// connection's.
-template <class Endpoint, class Side>
-VIP_RETURN peer_step(Endpoint *ep, int *nfds, uint64_t *deadline, Side side) {
-    auto *p = ep->p2p;
+// One side's step of a peer-to-peer connection under way.
+template <class Endpoint, class P2p>
+using PeerSide = VIP_RETURN (*)(Vi *, Endpoint *, P2p *, VIP_VI_ATTRIBUTES *, pollfd *, int *,
+                                uint64_t *);
+
+// A peer-to-peer connection's progress (VipConnectPeerWait): none under way, or its
+// deadline passed (its state freed by the provider's p2p_free); else the acceptor's or
+// connector's step, with *deadline already the connection's.
+template <class Endpoint, class P2p>
+VIP_RETURN peer_progress(Vi *vi, VIP_VI_ATTRIBUTES *rattrs, pollfd *fds, int *nfds,
+                         uint64_t *deadline, PeerSide<Endpoint, P2p> acceptor,
+                         PeerSide<Endpoint, P2p> connector) {
+    auto *ep = static_cast<Endpoint *>(vi->prov);
+    P2p *p = ep->p2p;
     *nfds = 0;
     if (!p) return VIP_INVALID_STATE;
     if (now_ns() >= p->deadline) {
@@ -35,7 +45,22 @@ VIP_RETURN peer_step(Endpoint *ep, int *nfds, uint64_t *deadline, Side side) {
         return VIP_TIMEOUT;
     }
     *deadline = p->deadline;
-    return side(p, deadline);
+    return (p->acceptor ? acceptor : connector)(vi, ep, p, rattrs, fds, nfds, deadline);
+}
+
+// A connector that found no listener tries again later (the peer may not have asked
+// yet).  retry_after schedules the next attempt; too_soon says whether it is not due
+// yet.  Either way the caller's *deadline becomes when to look again.
+template <class P2p>
+void retry_after(P2p *p, uint64_t now, uint64_t wait_ns, uint64_t *deadline) {
+    p->next_try = now + wait_ns;
+    *deadline = std::min(p->next_try, p->deadline);
+}
+template <class P2p>
+bool too_soon(const P2p *p, uint64_t now, uint64_t *deadline) {
+    if (now >= p->next_try) return false;
+    *deadline = std::min(p->next_try, p->deadline);
+    return true;
 }
 
 } // namespace vipl::util
