@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -154,6 +155,11 @@ public:
     void testRunStarting(const Catch::TestRunInfo &info) override {
         TestEventListenerBase::testRunStarting(info);
         VipLogHandler(on_log, nullptr);
+#if defined(__SANITIZE_THREAD__)
+        // ThreadSanitizer starts a background thread of its own with the first thread a
+        // program creates: let that happen now, not inside the first case that makes one.
+        std::thread([] {}).join();
+#endif
     }
 
     // The outermost section is the case itself: each run of the case (one per

@@ -8,7 +8,8 @@
 // libvipl's notification thread ("vipl-notify") and that thread's epoll and
 // eventfd descriptors, and the database interposer's statistics table (a
 // memfd "vipl-db-stats", made at its first connection, read by vipl-run
-// --stat).  Everything else libvipl makes belongs to a NIC, VI, CQ or
+// --stat), and ThreadSanitizer's background thread (started before the first
+// case).  Everything else libvipl makes belongs to a NIC, VI, CQ or
 // connection and goes with it.
 #pragma once
 
