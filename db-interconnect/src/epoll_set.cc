@@ -400,15 +400,8 @@ int translate(EpollSet *set, epoll_event *ev, int n, std::vector<Member *> &seen
 }
 
 int kernel_wait(int epfd, epoll_event *out, int max, Deadline dl, const sigset_t *mask) {
-    timespec ts{}, *tp = nullptr;
-    if (dl != Deadline::max()) {
-        auto left = dl - Clock::now();
-        if (left < Clock::duration::zero()) left = Clock::duration::zero();
-        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-        ts.tv_sec = ns / 1000000000;
-        ts.tv_nsec = ns % 1000000000;
-        tp = &ts;
-    }
+    timespec ts{};
+    timespec *tp = time_left(dl, &ts);
     if (real().epoll_pwait2) return real().epoll_pwait2(epfd, out, max, tp, mask);
     int ms = -1;
     if (tp)

@@ -13,6 +13,16 @@
 
 namespace vipl::db {
 
+timespec *time_left(Deadline deadline, timespec *ts) noexcept {
+    if (deadline == Deadline::max()) return nullptr;
+    auto left = deadline - Clock::now();
+    if (left < Clock::duration::zero()) left = Clock::duration::zero();
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    ts->tv_sec = ns / 1000000000;
+    ts->tv_nsec = ns % 1000000000;
+    return ts;
+}
+
 ssize_t kpeek(int fd, void *buf, size_t len) noexcept {
     for (;;) {
         ssize_t n = real().recv(fd, buf, len, MSG_PEEK | MSG_DONTWAIT);
@@ -33,15 +43,8 @@ bool kdrop(int fd, size_t len) noexcept {
 
 int kwait(int fd, short events, Deadline deadline) noexcept {
     pollfd p{fd, events, 0};
-    timespec ts{}, *tp = nullptr;
-    if (deadline != Deadline::max()) {
-        auto left = deadline - Clock::now();
-        if (left < Clock::duration::zero()) left = Clock::duration::zero();
-        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-        ts.tv_sec = ns / 1000000000;
-        ts.tv_nsec = ns % 1000000000;
-        tp = &ts;
-    }
+    timespec ts{};
+    timespec *tp = time_left(deadline, &ts);
     int r = real().ppoll(&p, 1, tp, nullptr);
     if (r < 0) return -1;
     return r == 0 ? 0 : p.revents;
@@ -49,15 +52,8 @@ int kwait(int fd, short events, Deadline deadline) noexcept {
 
 int kwait2(int fd, int fd2, Deadline deadline) noexcept {
     pollfd p[2] = {{fd, POLLIN, 0}, {fd2, POLLIN, 0}};
-    timespec ts{}, *tp = nullptr;
-    if (deadline != Deadline::max()) {
-        auto left = deadline - Clock::now();
-        if (left < Clock::duration::zero()) left = Clock::duration::zero();
-        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-        ts.tv_sec = ns / 1000000000;
-        ts.tv_nsec = ns % 1000000000;
-        tp = &ts;
-    }
+    timespec ts{};
+    timespec *tp = time_left(deadline, &ts);
     int r = real().ppoll(p, fd2 >= 0 ? 2 : 1, tp, nullptr);
     return r < 0 ? -1 : r > 0 ? 1 : 0;
 }

@@ -6,12 +6,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <sys/types.h>
+#include <time.h>
 
 namespace vipl::db {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
+// The time left until deadline, as the timeout of ppoll and its kin: ts filled and
+// returned (zero once the deadline passed), or nullptr, no timeout, for Deadline::max().
+timespec *time_left(Deadline deadline, timespec *ts) noexcept;
 // Up to len bytes at the head of the connection, without taking them: >0 bytes,
 // 0 end of stream, -1 with errno (EAGAIN: nothing yet).
 ssize_t kpeek(int fd, void *buf, size_t len) noexcept;

@@ -37,23 +37,9 @@ Sock *tracked_sock(int fd) {
     return s;
 }
 
-timespec to_timespec(Deadline dl, timespec *ts) {
-    auto left = dl - Clock::now();
-    if (left < Clock::duration::zero()) left = Clock::duration::zero();
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    ts->tv_sec = ns / 1000000000;
-    ts->tv_nsec = ns % 1000000000;
-    return *ts;
-}
-
 int kernel_ppoll(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) {
-    timespec ts;
-    const timespec *tp = nullptr;
-    if (dl != Deadline::max()) {
-        to_timespec(dl, &ts);
-        tp = &ts;
-    }
-    return real().ppoll(fds, n, tp, mask);
+    timespec ts{};
+    return real().ppoll(fds, n, time_left(dl, &ts), mask);
 }
 
 } // namespace
