@@ -40,6 +40,47 @@ Deadline timeout_deadline(int ms) {
     return ms > 0 ? Clock::now() + std::chrono::milliseconds(ms) : Deadline::max();
 }
 
+// One call that moved n bytes, on the socket's statistics row (when it has one).
+void count_in(Sock *s, uint64_t n) {
+    if (!s->stat) return;
+    stat_add(s->stat->calls_in, 1);
+    stat_add(s->stat->bytes_in, n);
+}
+
+void count_out(Sock *s, uint64_t n) {
+    if (!s->stat) return;
+    stat_add(s->stat->calls_out, 1);
+    stat_add(s->stat->bytes_out, n);
+}
+
+// The passes of a call that may wait for the negotiation to settle.  Each pass, under the
+// socket's lock, reads the flags again (fcntl may have changed them meanwhile); the first
+// also fixes the call's deadline from the socket's timeout.
+struct Passes {
+    // Signals that do not restart calls, counted when the call began.
+    uint32_t mark = t_state.interrupts_no_restart;
+    Deadline dl = Deadline::max();
+    bool first = true;
+
+    // With s->mu held: whether this pass may not wait.
+    bool begin(Sock *s, int fd, int flags, int Sock::*timeout_ms) {
+        refresh_flags(s, fd);
+        if (first) dl = timeout_deadline(s->*timeout_ms);
+        first = false;
+        return s->nonblock || (flags & MSG_DONTWAIT);
+    }
+
+    // After a wait that returned r: whether the call ends here with -1, its deadline
+    // passed (EAGAIN) or a signal that does not restart calls interrupted it.
+    bool over(int r) const {
+        if (r == 0 && Clock::now() >= dl) {
+            errno = EAGAIN;
+            return true;
+        }
+        return r < 0 && errno == EINTR && t_state.interrupts_no_restart != mark;
+    }
+};
+
 // As the kernel does for a write to a connection that cannot take it.
 void raise_sigpipe(int flags) {
     if (!(flags & MSG_NOSIGNAL)) pthread_kill(pthread_self(), SIGPIPE);
@@ -165,10 +206,7 @@ ssize_t pre_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) {
     if (r > 0 && !(flags & MSG_PEEK)) {
         s->pre_bytes -= static_cast<uint64_t>(r);
         if (s->pre_bytes == 0) epoll_sock_changed(s); // from now on: the stream's fd
-        if (s->stat) {
-            stat_add(s->stat->calls_in, 1);
-            stat_add(s->stat->bytes_in, static_cast<uint64_t>(r));
-        }
+        count_in(s, static_cast<uint64_t>(r));
     }
     return r;
 }
@@ -231,13 +269,11 @@ ssize_t vipl_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags, bool
         if (s->state.load() == SockState::vipl) switch_to_kernel(s, fd);
         return kKernel;
     }
-    if (s->stat) {
-        stat_add(s->stat->calls_in, 1);
-        stat_add(s->stat->bytes_in, got);
-        // A blocking reader waits inside the stream, never in an arm: its table row
-        // learns the stream's counters every so often.
-        if (!nb && (s->stat->calls_in.load(std::memory_order_relaxed) & 63) == 0) sock_stat_sync(s);
-    }
+    count_in(s, got);
+    // A blocking reader waits inside the stream, never in an arm: its table row learns
+    // the stream's counters every so often.
+    if (s->stat && !nb && (s->stat->calls_in.load(std::memory_order_relaxed) & 63) == 0)
+        sock_stat_sync(s);
     return static_cast<ssize_t>(got);
 }
 
@@ -315,12 +351,9 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
             if (f != errc(std::errc::interrupted) || t_state.interrupts_no_restart != mark) break;
         }
     }
-    if (s->stat) {
-        stat_add(s->stat->calls_out, 1);
-        stat_add(s->stat->bytes_out, got);
-        if (!nb && (s->stat->calls_out.load(std::memory_order_relaxed) & 63) == 0)
-            sock_stat_sync(s);
-    }
+    count_out(s, got);
+    if (s->stat && !nb && (s->stat->calls_out.load(std::memory_order_relaxed) & 63) == 0)
+        sock_stat_sync(s);
     return static_cast<ssize_t>(got);
 }
 
@@ -344,27 +377,42 @@ ssize_t prefix_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) {
     return static_cast<ssize_t>(n);
 }
 
+// A call's bytes on the kernel connection before the decision (a server's before the
+// client's stream comes, a client's before the REPLY): never waiting, and counted in
+// pre_bytes unless only peeked at, since the stream's prologue says how many went this way.
+ssize_t pre_decision_io(Sock *s, int fd, const iovec *iov, int iovcnt, int flags, bool out) {
+    msghdr m{};
+    m.msg_iov = const_cast<iovec *>(iov);
+    m.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t n = out ? real().sendmsg(fd, &m, flags | MSG_DONTWAIT)
+                    : real().recvmsg(fd, &m, flags | MSG_DONTWAIT);
+    if (n > 0 && (out || !(flags & MSG_PEEK))) {
+        s->pre_bytes += static_cast<uint64_t>(n);
+        if (out)
+            count_out(s, static_cast<uint64_t>(n));
+        else
+            count_in(s, static_cast<uint64_t>(n));
+    }
+    return n;
+}
+
 } // namespace
 
 ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept {
-    uint32_t mark = t_state.interrupts_no_restart;
+    Passes pass;
     // Riding vipl is final: no lock is needed to know it.
     if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale) {
         if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
-        return vipl_recv(s, fd, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
+        return vipl_recv(s, fd, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT),
+                         pass.mark);
     }
-    Deadline dl = Deadline::max();
-    bool first = true;
     for (;;) {
         SockState st;
         bool nb;
         {
             std::lock_guard<std::mutex> g(s->mu);
             Inside in;
-            refresh_flags(s, fd);
-            nb = s->nonblock || (flags & MSG_DONTWAIT);
-            if (first) dl = timeout_deadline(s->rcv_timeout_ms);
-            first = false;
+            nb = pass.begin(s, fd, flags, &Sock::rcv_timeout_ms);
             if (s->state.load() == SockState::plain && (has_prefix(s) || s->pre_bytes > 0))
                 return prefix_recv(s, fd, iov, iovcnt, flags);
             st = settle(s, fd, false);
@@ -372,17 +420,7 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
                 // Until the client's stream comes, its bytes arrive on the kernel
                 // connection: the program reads them as they are, counted (under the lock:
                 // the stream's prologue says how many came this way).
-                msghdr m{};
-                m.msg_iov = const_cast<iovec *>(iov);
-                m.msg_iovlen = static_cast<size_t>(iovcnt);
-                ssize_t n = real().recvmsg(fd, &m, flags | MSG_DONTWAIT);
-                if (n > 0 && !(flags & MSG_PEEK)) {
-                    s->pre_bytes += static_cast<uint64_t>(n);
-                    if (s->stat) {
-                        stat_add(s->stat->calls_in, 1);
-                        stat_add(s->stat->bytes_in, static_cast<uint64_t>(n));
-                    }
-                }
+                ssize_t n = pre_decision_io(s, fd, iov, iovcnt, flags, false);
                 if (n == 0) {
                     // The client left without coming: the connection ends on the kernel.
                     give_up_rendezvous(s, fd, nullptr);
@@ -393,7 +431,7 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
         if (st == SockState::vipl) {
             Inside in;
             if (s->pre_bytes > 0) return pre_recv(s, fd, iov, iovcnt, flags);
-            return vipl_recv(s, fd, iov, iovcnt, flags, nb, mark);
+            return vipl_recv(s, fd, iov, iovcnt, flags, nb, pass.mark);
         }
         if (st != SockState::accepting && !waiting_for_peer(st)) return kKernel;
         if (nb) {
@@ -402,55 +440,36 @@ ssize_t sock_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
         }
         int r = st == SockState::accepting
                     ? kwait2(fd, s->rendezvous.fd(),
-                             negotiation_slice(std::min(dl, s->rendezvous_until)))
-                    : kwait(fd, POLLIN, negotiation_slice(dl));
-        if (r == 0 && Clock::now() >= dl) {
-            errno = EAGAIN;
-            return -1;
-        }
-        if (r < 0 && errno == EINTR && t_state.interrupts_no_restart != mark) return -1;
+                             negotiation_slice(std::min(pass.dl, s->rendezvous_until)))
+                    : kwait(fd, POLLIN, negotiation_slice(pass.dl));
+        if (pass.over(r)) return -1;
     }
 }
 
 ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noexcept {
-    uint32_t mark = t_state.interrupts_no_restart;
+    Passes pass;
     if (s->state.load(std::memory_order_acquire) == SockState::vipl && !s->flags_stale)
-        return vipl_send(s, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), mark);
-    Deadline dl = Deadline::max();
-    bool first = true;
+        return vipl_send(s, iov, iovcnt, flags, s->nonblock || (flags & MSG_DONTWAIT), pass.mark);
     for (;;) {
         SockState st;
         bool nb;
         {
             std::lock_guard<std::mutex> g(s->mu);
             Inside in;
-            refresh_flags(s, fd);
-            nb = s->nonblock || (flags & MSG_DONTWAIT);
-            if (first) dl = timeout_deadline(s->snd_timeout_ms);
-            first = false;
+            nb = pass.begin(s, fd, flags, &Sock::snd_timeout_ms);
             st = settle(s, fd, true);
             if (st == SockState::hello_sent) {
                 // Before the decision the bytes go to the kernel connection, counted: the
                 // server reads that many there before the stream (hello.h).  Without
                 // waiting under the lock: the REPLY may need it.
-                msghdr m{};
-                m.msg_iov = const_cast<iovec *>(iov);
-                m.msg_iovlen = static_cast<size_t>(iovcnt);
-                ssize_t n = real().sendmsg(fd, &m, flags | MSG_DONTWAIT);
-                if (n > 0) {
-                    s->pre_bytes += static_cast<uint64_t>(n);
-                    if (s->stat) {
-                        stat_add(s->stat->calls_out, 1);
-                        stat_add(s->stat->bytes_out, static_cast<uint64_t>(n));
-                    }
-                    return n;
-                }
+                ssize_t n = pre_decision_io(s, fd, iov, iovcnt, flags, true);
+                if (n > 0) return n;
                 if (n == 0 || errno != EAGAIN || nb) return n;
             }
         }
         if (st == SockState::vipl) {
             Inside in;
-            return vipl_send(s, iov, iovcnt, flags, nb, mark);
+            return vipl_send(s, iov, iovcnt, flags, nb, pass.mark);
         }
         if (st == SockState::accepting) {
             errno = EAGAIN; // non-blocking: writable once the client's stream is here
@@ -459,12 +478,8 @@ ssize_t sock_send(Sock *s, int fd, const iovec *iov, int iovcnt, int flags) noex
         if (st != SockState::hello_sent) return kKernel;
         // The kernel connection is full and its server has not decided: wait for room
         // or for its answer.
-        int r = kwait(fd, POLLIN | POLLOUT, negotiation_slice(dl));
-        if (r == 0 && Clock::now() >= dl) {
-            errno = EAGAIN;
-            return -1;
-        }
-        if (r < 0 && errno == EINTR && t_state.interrupts_no_restart != mark) return -1;
+        int r = kwait(fd, POLLIN | POLLOUT, negotiation_slice(pass.dl));
+        if (pass.over(r)) return -1;
     }
 }
 
