@@ -33,8 +33,12 @@ void name_sender(int fd, sockaddr *from, socklen_t *len) {
         *len = 0;
 }
 
-template <class Kernel>
-ssize_t in(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
+using SockIo = ssize_t (*)(Sock *, int, const iovec *, int, int) noexcept;
+
+// A read or write on fd: through the socket's stream (io: sock_recv or sock_send) while
+// the socket is interposed and still the one in the slot, else the kernel's call.
+template <SockIo io, class Kernel>
+ssize_t through(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
     Sock *s = tracked(fd);
     if (!s || kernel_only(s)) return kernel();
     FileRef ref(fd_acquire(fd));
@@ -42,23 +46,19 @@ ssize_t in(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
     ssize_t r;
     {
         Inside inside;
-        r = guarded([&] { return sock_recv(s, fd, iov, n, flags); }, ssize_t{-1});
+        r = guarded([&] { return io(s, fd, iov, n, flags); }, ssize_t{-1});
     }
     return r == kKernel ? kernel() : r;
 }
 
 template <class Kernel>
+ssize_t in(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
+    return through<sock_recv>(fd, iov, n, flags, kernel);
+}
+
+template <class Kernel>
 ssize_t out(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
-    Sock *s = tracked(fd);
-    if (!s || kernel_only(s)) return kernel();
-    FileRef ref(fd_acquire(fd));
-    if (ref.get() != s) return kernel();
-    ssize_t r;
-    {
-        Inside inside;
-        r = guarded([&] { return sock_send(s, fd, iov, n, flags); }, ssize_t{-1});
-    }
-    return r == kKernel ? kernel() : r;
+    return through<sock_send>(fd, iov, n, flags, kernel);
 }
 
 } // namespace
