@@ -66,6 +66,19 @@ void track_accepted(Sock *l, int fd, int flags) {
     replace_slot(fd, s);
 }
 
+// A non-blocking connect the program learned has finished (connect again, SO_ERROR):
+// the client's first step comes now, unless another thread's call already took it.
+void connect_finished(Sock *s, int fd) {
+    guarded(
+        [&] {
+            std::lock_guard<std::mutex> g(s->mu);
+            Inside in;
+            if (s->state.load() == SockState::connecting) client_connected(s, fd);
+            return 0;
+        },
+        0);
+}
+
 } // namespace
 
 extern "C" {
@@ -140,14 +153,7 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr *addr,
         int r = real().connect(fd, addr, len);
         if (r == 0 || errno == EISCONN) {
             int saved = errno;
-            guarded(
-                [&] {
-                    std::lock_guard<std::mutex> g(s->mu);
-                    Inside in;
-                    if (s->state.load() == SockState::connecting) client_connected(s, fd);
-                    return 0;
-                },
-                0);
+            connect_finished(s, fd);
             errno = saved;
         }
         return r;
@@ -176,15 +182,17 @@ __attribute__((visibility("default"))) int connect(int fd, const sockaddr *addr,
             int saved = errno;
             std::lock_guard<std::mutex> g(s->mu);
             Inside in;
-            if (r == 0) {
+            if (r == 0 || saved == EINPROGRESS) {
+                // Done or under way, the connection is the client's: its timeouts and
+                // statistics are taken now, its first step once the kernel's connect ends.
                 read_timeouts(s, fd);
                 s->stat = stat_open(fd, false, fd);
-                client_connected(s, fd);
-            } else if (saved == EINPROGRESS) {
-                read_timeouts(s, fd);
-                s->stat = stat_open(fd, false, fd);
-                s->state.store(SockState::connecting);
-                epoll_sock_changed(s);
+                if (r == 0) {
+                    client_connected(s, fd);
+                } else {
+                    s->state.store(SockState::connecting);
+                    epoll_sock_changed(s);
+                }
             }
             errno = saved;
             return r;
@@ -232,14 +240,7 @@ __attribute__((visibility("default"))) int getsockopt(int fd, int level, int nam
     if (*static_cast<int *>(val) == 0) {
         pollfd p{fd, POLLOUT, 0};
         if (real().poll(&p, 1, 0) == 1 && !(p.revents & (POLLERR | POLLHUP)))
-            guarded(
-                [&] {
-                    std::lock_guard<std::mutex> g(s->mu);
-                    Inside in;
-                    if (s->state.load() == SockState::connecting) client_connected(s, fd);
-                    return 0;
-                },
-                0);
+            connect_finished(s, fd);
     } else {
         std::lock_guard<std::mutex> g(s->mu);
         s->state.store(SockState::plain);
