@@ -49,6 +49,19 @@ Parse frame(std::span<const uint8_t> in, const uint8_t *magic, std::size_t size)
     return Parse::ok;
 }
 
+// The common part of both encoders, the layout frame() checks: zeroes with the magic,
+// version and length first (open_frame), the check last once the body is in (seal_frame).
+void open_frame(uint8_t *out, const uint8_t *magic, std::size_t size) {
+    std::memset(out, 0, size);
+    std::memcpy(out, magic, kMagicSize);
+    put16(out + 8, kVersion);
+    put16(out + 10, static_cast<uint16_t>(size));
+}
+
+void seal_frame(uint8_t *out, std::size_t size) {
+    put32(out + size - 4, fnv1a(out, size - 4));
+}
+
 bool valid_provider(uint8_t v) {
     return v == static_cast<uint8_t>(Provider::shm) || v == static_cast<uint8_t>(Provider::tcp);
 }
@@ -56,26 +69,20 @@ bool valid_provider(uint8_t v) {
 } // namespace
 
 void encode_hello(const Hello &h, uint8_t out[kHelloSize]) noexcept {
-    std::memset(out, 0, kHelloSize);
-    std::memcpy(out, kHelloMagic, kMagicSize);
-    put16(out + 8, kVersion);
-    put16(out + 10, kHelloSize);
+    open_frame(out, kHelloMagic, kHelloSize);
     out[12] = static_cast<uint8_t>(h.provider);
     std::memcpy(out + 16, h.token, 16);
     std::memcpy(out + 32, h.secret, 16);
     put32(out + 48, h.buffer_size);
-    put32(out + 60, fnv1a(out, 60));
+    seal_frame(out, kHelloSize);
 }
 
 void encode_reply(const Reply &r, uint8_t out[kReplySize]) noexcept {
-    std::memset(out, 0, kReplySize);
-    std::memcpy(out, kReplyMagic, kMagicSize);
-    put16(out + 8, kVersion);
-    put16(out + 10, kReplySize);
+    open_frame(out, kReplyMagic, kReplySize);
     out[12] = static_cast<uint8_t>(r.status);
     out[13] = static_cast<uint8_t>(r.provider);
     put32(out + 16, r.buffer_size);
-    put32(out + 28, fnv1a(out, 28));
+    seal_frame(out, kReplySize);
 }
 
 void encode_prologue(const uint8_t secret[16], uint64_t pre_bytes,
