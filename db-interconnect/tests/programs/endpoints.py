@@ -1,6 +1,12 @@
-"""The endpoint arguments every test script takes: --tcp HOST:PORT or --unix PATH."""
+"""The endpoint arguments every test script takes: --tcp HOST:PORT or --unix PATH; and
+the flag files by which two scripts order their steps (wait_for)."""
 import argparse
+import os
 import socket
+import time
+
+# How long a script waits for the flag file of its other side.
+FLAG_WAIT_S = 10.0
 
 
 def add(parser: argparse.ArgumentParser) -> None:
@@ -38,3 +44,13 @@ def listen(args, backlog: int = 64) -> socket.socket:
     s.bind(addr)
     s.listen(backlog)
     return s
+
+
+def wait_for(path: str) -> bool:
+    """Whether PATH (a flag file the other side creates) exists within FLAG_WAIT_S."""
+    deadline = time.monotonic() + FLAG_WAIT_S
+    while not os.path.exists(path):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True

@@ -16,27 +16,15 @@ import argparse
 import os
 import signal
 import sys
-import time
 
 import endpoints
 
 CANCEL = b"CANCEL"
 CANCEL_SIZE = 16
-FLAG_WAIT_S = 10.0
-
-
-def wait_for(path: str) -> bool:
-    """Whether PATH exists within FLAG_WAIT_S."""
-    deadline = time.monotonic() + FLAG_WAIT_S
-    while not os.path.exists(path):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def serve(conn, args) -> str:
-    if args.read_after and not wait_for(args.read_after):
+    if args.read_after and not endpoints.wait_for(args.read_after):
         return f"error {args.read_after} did not appear"
     first = conn.recv(65536)
     if first.startswith(CANCEL):

@@ -11,21 +11,8 @@ Prints what it read; exits 1 when that is not the echo of what it wrote, 2 when
 import argparse
 import os
 import sys
-import time
 
 import endpoints
-
-FLAG_WAIT_S = 10.0
-
-
-def wait_for(path: str) -> bool:
-    """Whether PATH exists within FLAG_WAIT_S."""
-    deadline = time.monotonic() + FLAG_WAIT_S
-    while not os.path.exists(path):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def main() -> int:
@@ -39,7 +26,7 @@ def main() -> int:
     s = endpoints.connect(args)
     s.sendall(data)
     os.close(os.open(args.sent, os.O_WRONLY | os.O_CREAT, 0o644))
-    if not wait_for(args.read_after):
+    if not endpoints.wait_for(args.read_after):
         print(f"{args.read_after} did not appear", file=sys.stderr, flush=True)
         return 2
     got = b""
