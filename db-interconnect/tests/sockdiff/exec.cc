@@ -16,21 +16,6 @@
 
 namespace sockdiff {
 
-namespace {
-
-std::string trip(int fd, Peer *srv, uint32_t seed) {
-    Res r;
-    if (send_pattern(fd, 100, seed, &r) != 100) return "send " + text(r);
-    std::string a = srv->ask("recv 100 " + std::to_string(seed));
-    std::string b = srv->ask("send 100 " + std::to_string(seed + 1));
-    std::string c = recv_check(fd, 100, seed + 1);
-    return a == "ok 100 match" && b == "ok 100" && c == "100 B, pattern ok"
-               ? "ok"
-               : a + "; " + b + "; " + c;
-}
-
-} // namespace
-
 // sockdiff exec-image LOG CLOEXEC_FD KEPT_FD FAMILY LISTENER_HEX
 int exec_image_main(int argc, char **argv) {
     if (argc != 5) return 2;
@@ -70,12 +55,9 @@ int exec_image_main(int argc, char **argv) {
 
 void exec_scenario() {
     Addr addr;
-    int lfd = make_listener(&addr);
-    Peer *srv = spawn_server("server", lfd);
-    close(lfd);
-    int c = dial(addr, SOCK_CLOEXEC);
-    srv->ask("accept");
-    first_round_trip(c, srv, "connection");
+    Served one = serve_one(SOCK_CLOEXEC, &addr);
+    Peer *srv = one.srv;
+    int c = one.fd;
     int kept = dup(c);
     say("the original is %s, its dup is %s",
         fcntl(c, F_GETFD) & FD_CLOEXEC ? "close-on-exec" : "kept on exec",
@@ -108,10 +90,10 @@ void exec_scenario() {
         say("new image: %s", line);
 
     say("after the child exec'd and exited: round trip through the original: %s",
-        trip(c, srv, 20).c_str());
-    say("and through the kept copy: %s", trip(kept, srv, 22).c_str());
+        round_trip(c, srv, 20).c_str());
+    say("and through the kept copy: %s", round_trip(kept, srv, 22).c_str());
     close(kept);
-    say("the kept copy closed: through the original: %s", trip(c, srv, 24).c_str());
+    say("the kept copy closed: through the original: %s", round_trip(c, srv, 24).c_str());
     close(c);
     say("the last copy closed: the server sees %s", srv->ask("recvall 0").c_str());
     srv->ask("exit");

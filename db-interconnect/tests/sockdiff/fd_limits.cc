@@ -25,17 +25,6 @@ namespace sockdiff {
 
 namespace {
 
-std::string trip(int fd, Peer *srv, uint32_t seed) {
-    Res r;
-    if (send_pattern(fd, 100, seed, &r) != 100) return "send " + text(r);
-    std::string a = srv->ask("recv 100 " + std::to_string(seed));
-    std::string b = srv->ask("send 100 " + std::to_string(seed + 1));
-    std::string c = recv_check(fd, 100, seed + 1);
-    return a == "ok 100 match" && b == "ok 100" && c == "100 B, pattern ok"
-               ? "ok"
-               : a + "; " + b + "; " + c;
-}
-
 int lowest_free() {
     int fd = fcntl(0, F_DUPFD, 0);
     if (fd >= 0) close(fd);
@@ -55,7 +44,7 @@ void at_top(int top, int c, const Addr &addr, Peer *srv, uint32_t seed, const ch
     Res r = res(dup2(c, top));
     say("dup2 of the connection to %s = %s", where, r.v == top ? "that number" : text(r).c_str());
     close(c);
-    say("a round trip through it: %s", trip(top, srv, seed).c_str());
+    say("a round trip through it: %s", round_trip(top, srv, seed).c_str());
     pollfd p{top, POLLOUT, 0};
     Res pr = res(poll(&p, 1, kWaitMs));
     say("poll = %s: %s", text(pr).c_str(), events_text(p.revents).c_str());
@@ -113,9 +102,9 @@ void fd_exhaustion_scenario() {
     say("server: accept %s", srv->ask("try-accept").c_str());
     say("server: accept again %s", srv->ask("try-accept").c_str());
     srv->ask("use 0");
-    say("at its limit, the server serves connection A: %s", trip(a, srv, 60).c_str());
+    say("at its limit, the server serves connection A: %s", round_trip(a, srv, 60).c_str());
     srv->ask("use 1");
-    say("and connection B: %s", trip(b, srv, 62).c_str());
+    say("and connection B: %s", round_trip(b, srv, 62).c_str());
     say("the server restores its limit: %s", srv->ask("limit-restore").c_str());
     say("server: accept %s", srv->ask("try-accept").c_str());
     first_round_trip(d, srv, "connection D");
@@ -135,7 +124,7 @@ void fd_exhaustion_scenario() {
         say("connect = %s", text(r).c_str());
         say("another socket = %s", text(res(stream_socket(0, true))).c_str());
         say("server: accept %s", srv->ask("try-accept").c_str());
-        say("a round trip on it: %s", trip(e, srv, 64).c_str());
+        say("a round trip on it: %s", round_trip(e, srv, 64).c_str());
     }
     say("our limit restored = %s", text(res(setrlimit(RLIMIT_NOFILE, &saved))).c_str());
     for (int fd : {a, b, d, e}) close(fd);

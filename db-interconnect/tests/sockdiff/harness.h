@@ -207,6 +207,9 @@ void become(const std::string &role, int out_fd);
 // connection in use): 16 pattern bytes each way, which decides a preloaded connection;
 // then expect_carried on both ends.  Says "<what>: first round trip ok".
 void first_round_trip(int fd, Peer *server, const char *what);
+// A later round trip on fd: 100 pattern bytes (seed) to the server, 100 (seed + 1) back;
+// "ok", or the three results joined by "; ".
+std::string round_trip(int fd, Peer *server, uint32_t seed);
 // Reads n bytes and compares them with pattern seed: "n B, pattern ok", "n B, pattern
 // broken", "m of n B, then EOF" (or the errno name).
 std::string recv_check(int fd, size_t n, uint32_t seed);
@@ -214,5 +217,14 @@ std::string recv_check(int fd, size_t n, uint32_t seed);
 // The peer that plays a server: enters the server side, and obeys the commands of
 // peer.cc on the connections it accepts from lfd (see the list there).
 Peer *spawn_server(const std::string &role, int lfd);
+
+// The opening of a scenario with one connection: a listener whose server peer ("server")
+// takes it over, a connection dialed to it (sock_flags for socket()), accepted, and its
+// first round trip; addr, when given, gets the listener's address.
+struct Served {
+    Peer *srv;
+    int fd;
+};
+Served serve_one(int sock_flags = 0, Addr *addr = nullptr);
 
 } // namespace sockdiff

@@ -280,6 +280,17 @@ void first_round_trip(int fd, Peer *server, const char *what) {
     server->ask("carried");
 }
 
+std::string round_trip(int fd, Peer *server, uint32_t seed) {
+    Res r;
+    if (send_pattern(fd, 100, seed, &r) != 100) return "send " + text(r);
+    std::string a = server->ask("recv 100 " + std::to_string(seed));
+    std::string b = server->ask("send 100 " + std::to_string(seed + 1));
+    std::string c = recv_check(fd, 100, seed + 1);
+    return a == "ok 100 match" && b == "ok 100" && c == "100 B, pattern ok"
+               ? "ok"
+               : a + "; " + b + "; " + c;
+}
+
 std::string recv_check(int fd, size_t n, uint32_t seed) {
     std::vector<uint8_t> buf(n);
     Res last;
@@ -304,6 +315,18 @@ Peer *spawn_server(const std::string &role, int lfd) {
             if (line == "exit") return;
         }
     });
+}
+
+Served serve_one(int sock_flags, Addr *addr) {
+    Addr where;
+    int lfd = make_listener(&where);
+    Peer *srv = spawn_server("server", lfd);
+    close(lfd);
+    int c = dial(where, sock_flags);
+    srv->ask("accept");
+    first_round_trip(c, srv, "connection");
+    if (addr) *addr = where;
+    return {srv, c};
 }
 
 } // namespace sockdiff

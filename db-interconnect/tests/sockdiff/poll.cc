@@ -57,13 +57,9 @@ void drain(int c, int p) {
 } // namespace
 
 void poll_scenario() {
-    Addr addr;
-    int lfd = make_listener(&addr);
-    Peer *srv = spawn_server("server", lfd);
-    close(lfd);
-    int c = dial(addr);
-    srv->ask("accept");
-    first_round_trip(c, srv, "connection");
+    Served one = serve_one();
+    Peer *srv = one.srv;
+    int c = one.fd;
     int pp[2];
     if (pipe2(pp, O_CLOEXEC) != 0) fatal("pipe");
     char x = 'x';

@@ -121,13 +121,9 @@ std::string blocked_recv(int c, Peer *srv, bool data, uint32_t seed) {
 } // namespace
 
 void signals_scenario() {
-    Addr addr;
-    int lfd = make_listener(&addr);
-    Peer *srv = spawn_server("server", lfd);
-    close(lfd);
-    int c = dial(addr);
-    srv->ask("accept");
-    first_round_trip(c, srv, "connection");
+    Served one = serve_one();
+    Peer *srv = one.srv;
+    int c = one.fd;
 
     say("sigaction(on_alarm, SA_RESTART): the old action was %s",
         install(on_alarm, SA_RESTART).c_str());
