@@ -48,11 +48,7 @@ TEST_CASE("faults: garbage and half a hello leave the listener and other connect
     TempDir dir;
     Endpoint ep = endpoint(is_unix, dir.path());
     INFO("over " << ep.name());
-    Spawn ss;
-    ss.preload = true;
-    ss.env = {"VIPL_DB_LOG=1"};
-    ss.err = dir / "server.err";
-    Proc server = echo_server(ep, ss);
+    Proc server = logging_echo_server(ep, dir, 1);
 
     std::string half = hello(true).substr(0, 20);
     std::vector<Rogue> rogues = {
@@ -120,11 +116,7 @@ TEST_CASE("faults: a client that stops half way through its negotiation stalls n
     TempDir dir;
     Endpoint ep = endpoint(is_unix, dir.path());
     INFO("over " << ep.name());
-    Spawn ss;
-    ss.preload = true;
-    ss.env = {"VIPL_DB_LOG=1"};
-    ss.err = dir / "server.err";
-    Proc server = echo_server(ep, ss);
+    Proc server = logging_echo_server(ep, dir, 1);
 
     int rogue = connect_to(ep);
     REQUIRE(rogue >= 0);

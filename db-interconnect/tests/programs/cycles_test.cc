@@ -59,11 +59,7 @@ TEST_CASE("programs: 1000 connect/disconnect cycles leave the server as it was")
     TempDir dir;
     Endpoint ep = endpoint(is_unix, dir.path());
     INFO("over " << ep.name());
-    Spawn ss;
-    ss.preload = true;
-    ss.env = {"VIPL_DB_LOG=2"};
-    ss.err = dir / "server.err";
-    Proc server = echo_server(ep, ss);
+    Proc server = logging_echo_server(ep, dir, 2);
     Census start = census(server.pid());
 
     constexpr int kWarm = 10, kCycles = 1000;

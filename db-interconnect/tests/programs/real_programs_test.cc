@@ -23,7 +23,8 @@ using namespace dbt;
 namespace {
 
 // The interposer's fallbacks and errors reach stderr at this level (none are expected).
-const std::string kLogWarnings = "VIPL_DB_LOG=1";
+constexpr int kWarningsLevel = 1;
+const std::string kLogWarnings = "VIPL_DB_LOG=" + std::to_string(kWarningsLevel);
 
 void require_quiet_log(const std::string &path) {
     INFO(path << ":\n" << read_file(path));
@@ -81,11 +82,7 @@ TEST_CASE("programs: asyncio epoll echo server and a multi-threaded client") {
     TempDir dir;
     Endpoint ep = endpoint(is_unix, dir.path());
     INFO("over " << ep.name() << (client_preloaded ? "" : ", plain client"));
-    Spawn ss;
-    ss.preload = true;
-    ss.env = {kLogWarnings};
-    ss.err = dir / "server.err";
-    Proc server = echo_server(ep, ss);
+    Proc server = logging_echo_server(ep, dir, kWarningsLevel);
 
     constexpr int kConnections = 6;
     constexpr size_t kSize = 1 << 20;

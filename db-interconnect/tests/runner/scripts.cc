@@ -28,6 +28,14 @@ Proc echo_server(const Endpoint &e, Spawn base, const std::string &mode) {
     return p;
 }
 
+Proc logging_echo_server(const Endpoint &e, const TempDir &dir, int log_level) {
+    Spawn s;
+    s.preload = true;
+    s.env = {"VIPL_DB_LOG=" + std::to_string(log_level)};
+    s.err = dir / "server.err";
+    return echo_server(e, s);
+}
+
 std::map<std::string, long> stop_echo_server(Proc &p) {
     p.signal(SIGTERM);
     int st = p.wait(10000);

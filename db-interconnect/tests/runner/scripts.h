@@ -19,6 +19,9 @@ namespace dbt {
 // is filled in; preload, env, err, user are kept) and waited for until it listens (and,
 // preloaded, publishes its marker).  `mode`: the unix socket file's mode ("" = as made).
 Proc echo_server(const Endpoint &e, Spawn base, const std::string &mode = "");
+// The preloaded echo server of a case that reads its log: VIPL_DB_LOG=log_level, its
+// stderr in dir/server.err.
+Proc logging_echo_server(const Endpoint &e, const TempDir &dir, int log_level);
 // Stops it (SIGTERM) and returns its summary: cancels, bad_cancels, connections, echoed.
 std::map<std::string, long> stop_echo_server(Proc &p);
 
