@@ -40,18 +40,6 @@ const std::string &vipl_run_path() {
     return p;
 }
 
-uint64_t now_ns() {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-void sleep_ms(int ms) {
-    timespec ts{ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
 std::string command_text(const Launch &l) {
     std::string s;
     if (!l.netns.empty()) s += "[netns " + l.netns + "] ";

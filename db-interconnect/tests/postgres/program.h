@@ -9,6 +9,8 @@
 // Thread rules: a Program belongs to one thread.  Not async-signal-safe.
 #pragma once
 
+#include "clock.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -92,9 +94,9 @@ std::string run_ok(const Launch &l, int ms);
 // The command line as text, for messages.
 std::string command_text(const Launch &l);
 
-// CLOCK_MONOTONIC in ns; sleeping a number of milliseconds.
-uint64_t now_ns();
-void sleep_ms(int ms);
+// CLOCK_MONOTONIC in ns; sleeping a number of milliseconds (support/clock.h).
+using vipl::db::test::now_ns;
+using vipl::db::test::sleep_ms;
 
 // Whether process pid exists and is not a zombie.
 bool alive(int pid);

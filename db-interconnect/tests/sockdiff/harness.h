@@ -21,7 +21,9 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "clock.h"
 #include <cstdint>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,8 +33,8 @@ namespace sockdiff {
 constexpr int kWaitMs = 5000;
 constexpr int kQuietMs = 50;
 
-uint64_t now_ns(); // CLOCK_MONOTONIC: one clock for every process
-void sleep_ms(int ms);
+using vipl::db::test::now_ns; // CLOCK_MONOTONIC: one clock for every process
+using vipl::db::test::sleep_ms;
 
 // ------------------------------------------------------------------ the transcript
 // One line of this process's transcript.
