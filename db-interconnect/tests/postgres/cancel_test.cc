@@ -16,15 +16,6 @@ namespace {
 
 constexpr char kCancelled[] = "canceling statement due to user request";
 
-// Waits until the backend runs pg_sleep (the query reached the server), up to 10 s.
-void await_sleeping(PgCluster &pg, int backend) {
-    INFO("backend " << backend << " never showed as sleeping");
-    REQUIRE(pg.await_sql(
-        "SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(backend) +
-            " AND state = 'active' AND query LIKE 'SELECT pg_sleep%';",
-        "1", 10000));
-}
-
 // The session works on and still rides shm at both ends.
 void still_riding(Psql &s) {
     REQUIRE(s.query("SELECT 6 * 7;") == "42");

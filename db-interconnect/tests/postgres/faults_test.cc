@@ -20,14 +20,6 @@ namespace {
 
 constexpr uint64_t kHearNs = 100'000'000; // "within 100 ms"
 
-void await_sleeping(PgCluster &pg, int backend) {
-    INFO("backend " << backend << " never showed as sleeping");
-    REQUIRE(pg.await_sql(
-        "SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(backend) +
-            " AND state = 'active' AND query LIKE 'SELECT pg_sleep%';",
-        "1", 10000));
-}
-
 int64_t wall_ms() {
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

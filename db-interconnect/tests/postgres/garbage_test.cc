@@ -94,14 +94,7 @@ TEST_CASE("pg faults: garbage sent to the server's port", "[pg][faults][garbage]
     c.conf = {"authentication_timeout = '3s'"};
     PgCluster pg(c);
     const int pm = pg.postmaster_pid();
-    int warm_backend;
-    {
-        // A first connection makes what lasts as long as the postmaster: then the baseline.
-        Psql warm(pg, pg.unix_conninfo());
-        warm_backend = warm.backend_pid();
-    }
-    REQUIRE(wait_gone(warm_backend, 5000));
-    const Footprint before = footprint(pm);
+    const Footprint before = postmaster_baseline(pg);
 
     for (bool tcp : {false, true}) {
         INFO((tcp ? "TCP 127.0.0.1" : "unix socket"));

@@ -75,14 +75,7 @@ TEST_CASE("pg mixed: 1,000 connect/disconnect cycles ride vipl and leak nothing"
     PgCluster pg;
     write_file(pg.file("select1.sql"), "SELECT 1;\n", "postgres", 0644);
     const int pm = pg.postmaster_pid();
-    int warm_backend;
-    {
-        // A first connection makes what lasts as long as the postmaster: then the baseline.
-        Psql warm(pg, pg.unix_conninfo());
-        warm_backend = warm.backend_pid();
-    }
-    REQUIRE(wait_gone(warm_backend, 5000));
-    const Footprint before = footprint(pm);
+    const Footprint before = postmaster_baseline(pg);
 
     Client c;
     c.env = {"VIPL_DB_LOG=2"};

@@ -100,4 +100,22 @@ int Psql::quit(int ms) {
     return prog_.wait(ms);
 }
 
+void await_sleeping(PgCluster &pg, int backend) {
+    INFO("backend " << backend << " never showed as sleeping");
+    REQUIRE(pg.await_sql(
+        "SELECT count(*) FROM pg_stat_activity WHERE pid = " + std::to_string(backend) +
+            " AND state = 'active' AND query LIKE 'SELECT pg_sleep%';",
+        "1", 10000));
+}
+
+Footprint postmaster_baseline(PgCluster &pg) {
+    int warm_backend;
+    {
+        Psql warm(pg, pg.unix_conninfo());
+        warm_backend = warm.backend_pid();
+    }
+    REQUIRE(wait_gone(warm_backend, 5000));
+    return footprint(pg.postmaster_pid());
+}
+
 } // namespace pgt

@@ -57,4 +57,14 @@ private:
 // The arguments every session's psql gets.
 std::vector<std::string> psql_argv(const std::string &conninfo, bool tty);
 
+// Waits until backend runs a `SELECT pg_sleep` (the query a session sent reached the
+// server), up to 10 s; fails the test when it does not.  The cancel and fault cases act
+// on a session only once its query is known to be running.
+void await_sleeping(PgCluster &pg, int backend);
+
+// The postmaster's footprint to compare against after what must not leak: taken once a
+// first session over the unix socket has come and gone, since a first connection makes
+// what lasts as long as the postmaster.
+Footprint postmaster_baseline(PgCluster &pg);
+
 } // namespace pgt
