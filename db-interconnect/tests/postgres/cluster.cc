@@ -191,15 +191,21 @@ void PgCluster::write_config() {
     write_file(data_dir() + "/pg_hba.conf", hba, "postgres", 0600);
 }
 
-void PgCluster::start() {
-    Launch l =
-        tool({"pg_ctl", "-D", data_dir(), "-l", file("log"), "-w", "-t", "60", "start"}, cfg_.vipl);
+// pg_ctl start and restart launch the postmaster itself, so they run with the server's
+// interposer, environment and descriptor limit; a failure shows the server log, where
+// the postmaster says why it did not come up.
+void PgCluster::run_server_ctl(const std::vector<std::string> &argv) {
+    Launch l = tool(argv, cfg_.vipl);
     l.env = cfg_.env;
     l.nofile = cfg_.nofile;
     int st = 0;
     std::string out = run(l, 70000, &st);
     INFO("$ " << command_text(l) << "\n" << out << "\nserver log:\n" << log());
     REQUIRE(st == 0);
+}
+
+void PgCluster::start() {
+    run_server_ctl({"pg_ctl", "-D", data_dir(), "-l", file("log"), "-w", "-t", "60", "start"});
     pm_pid_ = postmaster_pid();
     REQUIRE(pm_pid_ > 0);
     register_pid(pm_pid_, false);
@@ -212,15 +218,8 @@ void PgCluster::stop(const std::string &mode) {
 
 void PgCluster::restart() {
     int old = pm_pid_;
-    Launch l = tool(
-        {"pg_ctl", "-D", data_dir(), "-l", file("log"), "-m", "fast", "-w", "-t", "60", "restart"},
-        cfg_.vipl);
-    l.env = cfg_.env;
-    l.nofile = cfg_.nofile;
-    int st = 0;
-    std::string out = run(l, 70000, &st);
-    INFO("$ " << command_text(l) << "\n" << out << "\nserver log:\n" << log());
-    REQUIRE(st == 0);
+    run_server_ctl(
+        {"pg_ctl", "-D", data_dir(), "-l", file("log"), "-m", "fast", "-w", "-t", "60", "restart"});
     if (old > 0) {
         wait_gone(old, 5000);
         unregister_pid(old);

@@ -95,6 +95,8 @@ private:
     void make_data();
     void write_config();
     void reap_postmaster(int ms);
+    // Runs a pg_ctl command that starts the postmaster; fails the test when it fails.
+    void run_server_ctl(const std::vector<std::string> &argv);
     ClusterConfig cfg_;
     Scratch scratch_;
     int port_ = 0;
