@@ -76,8 +76,7 @@ void at_limit(bool is_unix, long nofile) {
     REQUIRE(client.wait(10000) == 0);
     REQUIRE(server.wait(10000) == 0);
     REQUIRE(server.output().find("closed") != std::string::npos);
-    REQUIRE(count_lines(dir / "server.err", "libvipl-db[") == 0);
-    REQUIRE(count_lines(dir / "client.err", "libvipl-db[") == 0);
+    require_no_interposer_lines(dir);
 }
 
 } // namespace

@@ -66,11 +66,6 @@ TEST_CASE("programs: a client of another user than the server rides vipl over sh
                    kSize, kSize);
     require_riding(stat_of(clients, kConnections), "client", kConnections, kSize, kSize);
 
-    finish_socat_clients(clients);
-    auto summary = stop_echo_server(server);
-    REQUIRE(summary["echoed"] == static_cast<long>(kConnections * kSize));
-    INFO("server stderr: " << read_file(dir / "server.err"));
-    INFO("client stderr: " << read_file(dir / "client.err"));
-    REQUIRE(count_lines(dir / "server.err", "libvipl-db[") == 0);
-    REQUIRE(count_lines(dir / "client.err", "libvipl-db[") == 0);
+    finish_socat_echo(clients, server, kConnections * kSize);
+    require_no_interposer_lines(dir);
 }

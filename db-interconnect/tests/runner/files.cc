@@ -71,6 +71,13 @@ int count_lines(const std::string &path, const std::string &needle) {
     return n;
 }
 
+void require_no_interposer_lines(const TempDir &dir) {
+    INFO("server stderr: " << read_file(dir / "server.err"));
+    INFO("client stderr: " << read_file(dir / "client.err"));
+    REQUIRE(count_lines(dir / "server.err", "libvipl-db[") == 0);
+    REQUIRE(count_lines(dir / "client.err", "libvipl-db[") == 0);
+}
+
 std::string sha256(const std::string &path) {
     int st = -1;
     std::string out = capture({"sha256sum", "-b", path}, 30000, &st);

@@ -35,6 +35,10 @@ size_t file_size(const std::string &path); // 0 when absent
 
 // How many lines of a file contain `needle` (0 when absent).
 int count_lines(const std::string &path, const std::string &needle);
+// Requires that neither dir/server.err nor dir/client.err holds a line of the interposer
+// ("libvipl-db["): the cases where it must have had nothing to report check both logs
+// this one way (the message shows both).
+void require_no_interposer_lines(const TempDir &dir);
 
 // The SHA-256 of a file, as sha256sum(1) prints it (fails the test if it cannot run).
 std::string sha256(const std::string &path);

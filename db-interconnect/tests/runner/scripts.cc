@@ -134,4 +134,10 @@ void finish_socat_clients(SocatClients &c) {
     }
 }
 
+void finish_socat_echo(SocatClients &c, Proc &server, size_t echoed) {
+    finish_socat_clients(c);
+    auto summary = stop_echo_server(server);
+    REQUIRE(summary["echoed"] == static_cast<long>(echoed));
+}
+
 } // namespace dbt

@@ -49,6 +49,9 @@ SocatClients start_socat_clients(const Endpoint &e, const TempDir &dir, int n, s
                                  uint64_t seed, Spawn base);
 // Closes their stdin; requires status 0 and every echo equal to what was sent.
 void finish_socat_clients(SocatClients &c);
+// The end of a socat exchange with an echo server: finish_socat_clients, then stops the
+// server and requires that it echoed `echoed` bytes in all (nothing lost or doubled).
+void finish_socat_echo(SocatClients &c, Proc &server, size_t echoed);
 // The --stat rows of all of them (once n rows of role ride over trans: when_riding).
 std::vector<StatRow> stat_of(SocatClients &c, size_t n = 0, const std::string &trans = "shm");
 
