@@ -58,16 +58,12 @@ TEST_CASE("pg_stat_vipl: a psql session's backend rides shm, dblink's connection
 
 TEST_CASE("pg_stat_vipl: across network namespaces the session's backend rides tcp") {
     require_installed();
-    std::string why;
-    vt::NetnsPair net(&why);
-    INFO(why);
-    REQUIRE(net.ok());
-    Server s(netns_server(net));
-    Psql psql(s, netns_session(net));
+    NetnsSession ns;
+    Psql &psql = ns.psql;
     REQUIRE(psql.query("CREATE EXTENSION vipl").empty());
-    INFO(s.log());
+    INFO(ns.server.log());
     CHECK(psql.query(kOwnRow) == std::vector<std::string>{"server|tcp|t|t|client backend"});
-    CHECK(psql.value("SELECT peer LIKE '" + net.address(1) +
+    CHECK(psql.value("SELECT peer LIKE '" + ns.net.address(1) +
                      ":%' FROM pg_stat_vipl WHERE "
                      "pid = pg_backend_pid()") == "t");
 }

@@ -173,4 +173,18 @@ Psql::Options netns_session(const vt::NetnsPair &net) {
     return o;
 }
 
+namespace {
+
+// The pair, once required to be up (the server needs its namespaces).
+const vt::NetnsPair &made(const vt::NetnsPair &net, const std::string &why) {
+    INFO(why);
+    REQUIRE(net.ok());
+    return net;
+}
+
+} // namespace
+
+NetnsSession::NetnsSession()
+    : net(&why_), server(netns_server(made(net, why_))), psql(server, netns_session(net)) {}
+
 } // namespace pgt

@@ -89,4 +89,21 @@ private:
 ServerOptions netns_server(const vt::NetnsPair &net);
 Psql::Options netns_session(const vt::NetnsPair &net);
 
+// Both of those at once, as the tcp cases use them: a fresh namespace pair (REQUIREd,
+// the message saying why it could not be made), its server and its session.  Members are
+// made in this order and undone in reverse, the session first.
+struct NetnsSession {
+    NetnsSession();
+    NetnsSession(const NetnsSession &) = delete;
+    NetnsSession &operator=(const NetnsSession &) = delete;
+
+private:
+    std::string why_; // filled by the pair when it cannot be made
+
+public:
+    vt::NetnsPair net;
+    Server server;
+    Psql psql;
+};
+
 } // namespace pgt

@@ -72,13 +72,8 @@ TEST_CASE("vipl-pg status -D: a server started with vipl-run has it, a psql sess
 }
 
 TEST_CASE("vipl-pg status -D: across network namespaces a psql session rides tcp") {
-    std::string why;
-    vt::NetnsPair net(&why);
-    INFO(why);
-    REQUIRE(net.ok());
-    Server s(netns_server(net));
-    Psql psql(s, netns_session(net));
-    check_rides(s, psql, "tcp");
+    NetnsSession ns;
+    check_rides(ns.server, ns.psql, "tcp");
 }
 
 TEST_CASE("vipl-pg status -D: a plain server runs without the interposer (exit 1)") {
