@@ -29,6 +29,28 @@ size_t iov_total(const iovec *iov, int n) {
     return t;
 }
 
+// Where a receive or send has got to in its buffer list: the rest of the current buffer,
+// empty buffers skipped.  A plain inline cursor, no copy and no indirection, since every
+// byte of a stream goes through it; Byte is const std::byte for a send.
+template <class Byte>
+struct IovCursor {
+    const iovec *iov;
+    int cnt;
+    int i = 0;
+    size_t off = 0;
+
+    // The unread (unsent) part of the current buffer; empty once the list is done.
+    std::span<Byte> rest() {
+        while (i < cnt && off == iov[i].iov_len) {
+            ++i;
+            off = 0;
+        }
+        if (i == cnt) return {};
+        return {static_cast<Byte *>(iov[i].iov_base) + off, iov[i].iov_len - off};
+    }
+    void advance(size_t n) { off += n; }
+};
+
 void refresh_flags(Sock *s, int fd) {
     if (!s->flags_stale) return;
     int fl = real().fcntl(fd, F_GETFL);
@@ -225,20 +247,16 @@ ssize_t vipl_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags, bool
     Deadline dl = nb || s->shut_rd ? Deadline{} : timeout_deadline(s->rcv_timeout_ms);
     if (flags & MSG_PEEK) return vipl_peek(s, iov, iovcnt, total, dl, mark);
     bool all = (flags & MSG_WAITALL) && !nb;
-    size_t got = 0, off = 0;
-    int i = 0;
+    size_t got = 0;
+    IovCursor<std::byte> at{iov, iovcnt};
     std::error_code ec;
-    while (got < total && i < iovcnt) {
-        if (off == iov[i].iov_len) {
-            ++i;
-            off = 0;
-            continue;
-        }
-        auto seg = std::span(static_cast<std::byte *>(iov[i].iov_base) + off, iov[i].iov_len - off);
+    while (got < total) {
+        std::span<std::byte> seg = at.rest();
+        if (seg.empty()) break;
         size_t n = s->stream.read(seg, got > 0 && !all ? Deadline{} : dl, ec);
         if (n > 0) {
             got += n;
-            off += n;
+            at.advance(n);
             continue;
         }
         if (!ec) break; // end of stream
@@ -304,20 +322,15 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
         iov = &one;
         iovcnt = 1;
     }
-    size_t got = 0, off = 0;
-    int i = 0;
+    size_t got = 0;
+    IovCursor<const std::byte> at{iov, iovcnt};
     std::error_code ec;
-    while (got < total && i < iovcnt) {
-        if (off == iov[i].iov_len) {
-            ++i;
-            off = 0;
-            continue;
-        }
-        auto seg =
-            std::span(static_cast<const std::byte *>(iov[i].iov_base) + off, iov[i].iov_len - off);
+    while (got < total) {
+        std::span<const std::byte> seg = at.rest();
+        if (seg.empty()) break;
         size_t n = s->stream.write(seg, dl, ec);
         got += n;
-        off += n;
+        at.advance(n);
         if (n == seg.size()) continue;
         if (got > 0) break; // part of it: the count, as a socket gives
         if (ec == errc(std::errc::interrupted)) {
