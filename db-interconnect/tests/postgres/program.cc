@@ -78,17 +78,22 @@ Account account_of(const std::string &user) {
     _exit(127);
 }
 
-bool reap_now(int pid, int *status) {
-    int st = 0;
-    int r = waitpid(pid, &st, WNOHANG);
-    if (r != pid) return false;
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return true;
-}
+// This suite's pacing of its programs' pipes (support/child_process.h): a write waiting
+// for room reads the output meanwhile; read_until on a closed output waits for the end.
+constexpr vipl::db::test::ChildProcess::Pace kPace = {
+    .write_poll_ms = 10,
+    .read_while_writing = true,
+    .read_step_ms = 50,
+    .read_until_exit = true,
+    .idle_ms = 2,
+    .tail_reads = 20,
+};
 
 } // namespace
 
-Program::Program(const Launch &l) {
+Program::Program() : ChildProcess(kPace) {}
+
+Program::Program(const Launch &l) : ChildProcess(kPace) {
     REQUIRE(!l.argv.empty());
     Account acct = account_of(l.user);
     std::vector<std::string> args;
@@ -201,115 +206,26 @@ Program::~Program() {
 
 void Program::release() {
     if (pid_ > 0 && !reaped_) kill_all();
-    if (in_fd_ >= 0) close(in_fd_);
-    if (out_fd_ >= 0) close(out_fd_);
-    in_fd_ = out_fd_ = -1;
+    close_in();
+    close_out();
     pid_ = -1;
 }
 
-Program::Program(Program &&o) noexcept {
+Program::Program(Program &&o) noexcept : ChildProcess(kPace) {
     *this = std::move(o);
 }
 
 Program &Program::operator=(Program &&o) noexcept {
     if (this != &o) {
         release();
-        pid_ = o.pid_, in_fd_ = o.in_fd_, out_fd_ = o.out_fd_, reaped_ = o.reaped_;
-        status_ = o.status_, out_ = std::move(o.out_), arrivals_ = std::move(o.arrivals_);
-        o.pid_ = o.in_fd_ = o.out_fd_ = -1;
-        o.reaped_ = true;
+        take(o);
     }
     return *this;
 }
 
-bool Program::running() {
-    if (reaped_ || pid_ <= 0) return false;
-    if (reap_now(pid_, &status_)) {
-        reaped_ = true;
-        kill(-pid_, SIGKILL); // what is left of its group
-        unregister_pid(pid_);
-    }
-    return !reaped_;
-}
-
-bool Program::write_in(const std::string &data) {
-    if (in_fd_ < 0) return false;
-    size_t done = 0;
-    uint64_t deadline = now_ns() + 10'000'000'000ull;
-    while (done < data.size()) {
-        ssize_t n = write(in_fd_, data.data() + done, data.size() - done);
-        if (n > 0) {
-            done += static_cast<size_t>(n);
-            continue;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
-        if (now_ns() > deadline) return false;
-        pollfd p{in_fd_, POLLOUT, 0};
-        poll(&p, 1, 10);
-        pump(0); // a program blocked on its output stops reading its input
-    }
-    return true;
-}
-
-void Program::close_in() {
-    if (in_fd_ >= 0 && in_fd_ != out_fd_) close(in_fd_);
-    in_fd_ = -1;
-}
-
-void Program::pump(int ms) {
-    if (out_fd_ < 0) {
-        if (ms > 0) sleep_ms(ms);
-        return;
-    }
-    pollfd p{out_fd_, POLLIN, 0};
-    if (poll(&p, 1, ms) <= 0) return;
-    char buf[65536];
-    for (int i = 0; i < 64; ++i) {
-        ssize_t n = read(out_fd_, buf, sizeof buf);
-        if (n > 0) {
-            out_.append(buf, static_cast<size_t>(n));
-            arrivals_.emplace_back(out_.size(), now_ns());
-            continue;
-        }
-        if (n == 0 || (n < 0 && errno == EIO)) { // the end (a terminal gives EIO)
-            close(out_fd_);
-            if (in_fd_ == out_fd_) in_fd_ = -1;
-            out_fd_ = -1;
-        }
-        return;
-    }
-}
-
-size_t Program::read_until(const std::string &needle, int ms, size_t from) {
-    uint64_t deadline = now_ns() + static_cast<uint64_t>(ms) * 1000000ull;
-    for (;;) {
-        size_t at = out_.find(needle, from);
-        if (at != std::string::npos) return at;
-        uint64_t now = now_ns();
-        if (now >= deadline || (out_fd_ < 0 && !running())) return std::string::npos;
-        pump(static_cast<int>(std::min<uint64_t>((deadline - now) / 1000000 + 1, 50)));
-    }
-}
-
-uint64_t Program::arrival_ns(size_t offset) const {
-    for (const auto &[size, t] : arrivals_)
-        if (size > offset) return t;
-    return 0;
-}
-
-int Program::wait(int ms) {
-    uint64_t deadline = now_ns() + static_cast<uint64_t>(ms) * 1000000ull;
-    while (running()) {
-        if (now_ns() >= deadline) return -1;
-        pump(out_fd_ >= 0 ? 5 : 2);
-    }
-    // What it wrote last (a child of its group may hold the pipe: bounded).
-    for (int i = 0; i < 20 && out_fd_ >= 0; ++i) pump(5);
-    return status_;
-}
-
-void Program::signal(int sig) {
-    if (pid_ > 0 && !reaped_) kill(pid_, sig);
+void Program::on_exit() {
+    kill(-pid_, SIGKILL); // what is left of its group
+    unregister_pid(pid_);
 }
 
 void Program::kill_all() {
@@ -317,7 +233,7 @@ void Program::kill_all() {
     kill(-pid_, SIGKILL);
     kill(pid_, SIGKILL);
     uint64_t deadline = now_ns() + 5'000'000'000ull;
-    while (!reap_now(pid_, &status_) && now_ns() < deadline) sleep_ms(1);
+    while (!reap_now() && now_ns() < deadline) sleep_ms(1);
     reaped_ = true;
     unregister_pid(pid_);
 }
@@ -339,14 +255,6 @@ std::string run_ok(const Launch &l, int ms) {
     return out;
 }
 
-bool alive(int pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string s;
-    if (!std::getline(f, s)) return false;
-    size_t p = s.rfind(')');
-    return p != std::string::npos && p + 2 < s.size() && s[p + 2] != 'Z' && s[p + 2] != 'X';
-}
-
 bool wait_gone(int pid, int ms) {
     uint64_t deadline = now_ns() + static_cast<uint64_t>(ms) * 1000000ull;
     for (;;) {
@@ -359,37 +267,6 @@ bool wait_gone(int pid, int ms) {
         if (now_ns() >= deadline) return false;
         sleep_ms(1);
     }
-}
-
-std::vector<int> descendants(int pid) {
-    std::multimap<int, int> children; // ppid -> pid
-    if (DIR *d = opendir("/proc")) {
-        while (dirent *e = readdir(d)) {
-            if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-            std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-            std::string s;
-            if (!std::getline(f, s)) continue;
-            size_t p = s.rfind(')');
-            if (p == std::string::npos) continue;
-            std::istringstream rest(s.substr(p + 2));
-            char state;
-            int ppid;
-            if (rest >> state >> ppid) children.emplace(ppid, std::atoi(e->d_name));
-        }
-        closedir(d);
-    }
-    std::vector<int> out, todo{pid};
-    while (!todo.empty() && out.size() < 100000) {
-        int p = todo.back();
-        todo.pop_back();
-        auto [a, b] = children.equal_range(p);
-        for (auto it = a; it != b; ++it) out.push_back(it->second), todo.push_back(it->second);
-    }
-    return out;
-}
-
-void become_subreaper() {
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
 void kill_and_reap_descendants() {

@@ -9,6 +9,7 @@
 // Thread rules: a Program belongs to one thread.  Not async-signal-safe.
 #pragma once
 
+#include "child_process.h"
 #include "clock.h"
 
 #include <cstdint>
@@ -38,51 +39,29 @@ extern const char *const kPath;
 // vipl-run of this build.
 const std::string &vipl_run_path();
 
-class Program {
+// The pipes, waits and status of the program: support/child_process.h (pid, running,
+// write_in, close_in, output, arrival_ns, wait, signal), paced as this suite has always
+// paced them.
+class Program : public vipl::db::test::ChildProcess {
 public:
-    Program() = default;
+    Program();
     explicit Program(const Launch &l); // fails the test when the program cannot start
     ~Program();
     Program(Program &&o) noexcept;
     Program &operator=(Program &&o) noexcept;
-    Program(const Program &) = delete;
-    Program &operator=(const Program &) = delete;
-
-    int pid() const { return pid_; }
-    // Whether it has not ended yet (reaps it when it has).
-    bool running();
-
-    // Writes all of data to stdin (pipe or terminal), bounded by 10 s; false when the
-    // program stopped reading.
-    bool write_in(const std::string &data);
-    void close_in();
 
     // Reads output until `needle` appears after offset `from` of output(), or ms pass.
     // Returns where it starts, or std::string::npos.
-    size_t read_until(const std::string &needle, int ms, size_t from = 0);
-    // Everything read so far (read_until and wait read it).
-    const std::string &output() const { return out_; }
-    // Monotonic time (ns) at which the output first reached `offset` bytes: when a line
-    // arrived, for tests that bound how fast a program heard of something.
-    uint64_t arrival_ns(size_t offset) const;
-
-    // The exit status (code, or 128 + signal), or -1 when it did not end within ms
-    // (it is left running).  Reads the output meanwhile.
-    int wait(int ms);
-    void signal(int sig);
+    size_t read_until(const std::string &needle, int ms, size_t from = 0) {
+        return find_output(needle, ms, from);
+    }
     // Kills the whole group with SIGKILL and reaps the program (bounded).
     void kill_all();
 
 private:
-    void pump(int ms);
+    // What is left of its group dies with it; the pid is no longer scratch's to kill.
+    void on_exit() override;
     void release();
-    int pid_ = -1;
-    int in_fd_ = -1;
-    int out_fd_ = -1;
-    bool reaped_ = false;
-    int status_ = -1;
-    std::string out_;
-    std::vector<std::pair<size_t, uint64_t>> arrivals_; // (output size after a read, time)
 };
 
 // Runs a program to its end (killed after ms) and returns its output (stdout and stderr);
@@ -98,16 +77,14 @@ std::string command_text(const Launch &l);
 using vipl::db::test::now_ns;
 using vipl::db::test::sleep_ms;
 
-// Whether process pid exists and is not a zombie.
-bool alive(int pid);
+// Whether a process is alive, its descendants, the subreaper (support/child_process.h):
+// main makes this process the child subreaper once (a postmaster whose pg_ctl exits
+// comes back to it) and, after each test, kills and reaps what is left (below).
+using vipl::db::test::alive;
+using vipl::db::test::become_subreaper;
+using vipl::db::test::descendants;
 // Waits up to ms for pid to be gone (reaping it if it is our child); whether it went.
 bool wait_gone(int pid, int ms);
-// The processes whose parent chain leads to pid, from /proc.
-std::vector<int> descendants(int pid);
-
-// Makes this process the child subreaper of what it starts (a postmaster whose pg_ctl
-// exits comes back to it) and reaps, after each test, what is left.  Once, from main.
-void become_subreaper();
 // Kills every descendant of this process and reaps them all (bounded, ~2 s).
 void kill_and_reap_descendants();
 

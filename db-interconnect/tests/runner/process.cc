@@ -41,11 +41,16 @@ Clock::time_point after(int ms) {
     return Clock::now() + std::chrono::milliseconds(ms);
 }
 
-int status_code(int st) {
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-    return -1;
-}
+// These suites' pacing of their programs' pipes (support/child_process.h): read_until
+// stops as soon as stdout closed; wait reads stdout to its end within its own bound.
+constexpr vipl::db::test::ChildProcess::Pace kPace = {
+    .write_poll_ms = 100,
+    .read_while_writing = false,
+    .read_step_ms = 20,
+    .read_until_exit = false,
+    .idle_ms = 5,
+    .tail_reads = -1,
+};
 
 // The environment of a program: ours without the interposer's variables, plus extra.
 std::vector<std::string> program_env(const std::vector<std::string> &extra) {
@@ -102,7 +107,9 @@ void kill_every_group() noexcept {
     }
 }
 
-Proc::Proc(const Spawn &s) {
+Proc::Proc() : ChildProcess(kPace) {}
+
+Proc::Proc(const Spawn &s) : ChildProcess(kPace) {
     REQUIRE(!s.argv.empty());
     std::vector<std::string> argv;
     if (s.preload && preloaded()) {
@@ -178,91 +185,17 @@ Proc::~Proc() {
     kill_all();
 }
 
-Proc::Proc(Proc &&o) noexcept
-    : pid_(o.pid_), in_fd_(o.in_fd_), out_fd_(o.out_fd_), reaped_(o.reaped_), status_(o.status_),
-      out_(std::move(o.out_)), err_path_(std::move(o.err_path_)) {
-    o.pid_ = o.in_fd_ = o.out_fd_ = -1;
+Proc::Proc(Proc &&o) noexcept : ChildProcess(kPace), err_path_(std::move(o.err_path_)) {
+    take(o);
 }
 
 Proc &Proc::operator=(Proc &&o) noexcept {
     if (this != &o) {
         kill_all();
-        pid_ = o.pid_;
-        in_fd_ = o.in_fd_;
-        out_fd_ = o.out_fd_;
-        reaped_ = o.reaped_;
-        status_ = o.status_;
-        out_ = std::move(o.out_);
+        take(o);
         err_path_ = std::move(o.err_path_);
-        o.pid_ = o.in_fd_ = o.out_fd_ = -1;
     }
     return *this;
-}
-
-bool Proc::running() {
-    if (pid_ < 0 || reaped_) return false;
-    int st;
-    if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        reaped_ = true;
-        status_ = status_code(st);
-        return false;
-    }
-    return true;
-}
-
-bool Proc::write_in(const std::string &data) {
-    if (in_fd_ < 0) return false;
-    size_t done = 0;
-    auto dl = after(10000);
-    while (done < data.size() && Clock::now() < dl) {
-        pollfd p{in_fd_, POLLOUT, 0};
-        if (poll(&p, 1, 100) <= 0) continue;
-        ssize_t n = write(in_fd_, data.data() + done, data.size() - done);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n <= 0) return false;
-        done += static_cast<size_t>(n);
-    }
-    return done == data.size();
-}
-
-void Proc::close_in() {
-    if (in_fd_ >= 0) close(in_fd_);
-    in_fd_ = -1;
-}
-
-void Proc::drain(int ms) {
-    if (out_fd_ < 0) {
-        if (ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-        return;
-    }
-    pollfd p{out_fd_, POLLIN, 0};
-    if (poll(&p, 1, ms) <= 0) return;
-    char buf[65536];
-    for (int i = 0; i < 64; ++i) {
-        ssize_t n = read(out_fd_, buf, sizeof buf);
-        if (n > 0) {
-            out_.append(buf, static_cast<size_t>(n));
-            continue;
-        }
-        if (n == 0) {
-            close(out_fd_);
-            out_fd_ = -1;
-        }
-        break;
-    }
-}
-
-bool Proc::read_until(const std::string &needle, int ms) {
-    auto dl = after(ms);
-    for (;;) {
-        if (out_.find(needle) != std::string::npos) return true;
-        if (Clock::now() >= dl) return false;
-        if (out_fd_ < 0) {
-            // The program closed its stdout: nothing more will come.
-            return false;
-        }
-        drain(20);
-    }
 }
 
 void Proc::require_output(const std::string &needle, int ms) {
@@ -273,20 +206,6 @@ void Proc::require_output(const std::string &needle, int ms) {
     FAIL("no \"" << needle << "\" from pid " << pid_ << " within " << ms << " ms; stdout:\n"
                  << out_ << "\nstderr" << (err_path_.empty() ? "" : " (" + err_path_ + ")") << ":\n"
                  << err);
-}
-
-int Proc::wait(int ms) {
-    auto dl = after(ms);
-    while (running()) {
-        if (Clock::now() >= dl) return -1;
-        drain(5);
-    }
-    while (out_fd_ >= 0 && Clock::now() < dl) drain(5);
-    return status_;
-}
-
-void Proc::signal(int sig) {
-    if (pid_ > 0 && !reaped_) ::kill(pid_, sig);
 }
 
 void Proc::kill_all() {
@@ -306,8 +225,7 @@ void Proc::kill_all() {
         ::kill(-pid_, SIGKILL);
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    if (out_fd_ >= 0) close(out_fd_);
-    out_fd_ = -1;
+    close_out();
     forget_group(pid_);
     pid_ = -1;
 }
@@ -320,60 +238,6 @@ std::string capture(const std::vector<std::string> &argv, int ms, int *status) {
     int st = p.wait(ms);
     if (status) *status = st;
     return p.output();
-}
-
-void become_subreaper() {
-    static const int once = prctl(PR_SET_CHILD_SUBREAPER, 1);
-    (void)once;
-}
-
-namespace {
-
-// pid -> parent pid of every process, from /proc/<pid>/stat.
-std::map<int, int> parents() {
-    std::map<int, int> m;
-    DIR *d = opendir("/proc");
-    if (!d) return m;
-    while (dirent *e = readdir(d)) {
-        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-        std::ifstream f(std::string("/proc/") + e->d_name + "/stat");
-        std::string line;
-        if (!std::getline(f, line)) continue;
-        size_t close = line.rfind(')');
-        if (close == std::string::npos) continue;
-        std::istringstream rest(line.substr(close + 1));
-        std::string state;
-        int ppid = 0;
-        rest >> state >> ppid;
-        m[std::atoi(e->d_name)] = ppid;
-    }
-    closedir(d);
-    return m;
-}
-
-} // namespace
-
-std::vector<int> descendants(int pid) {
-    std::map<int, int> m = parents();
-    std::vector<int> out, frontier{pid};
-    while (!frontier.empty()) {
-        std::vector<int> next;
-        for (auto &[p, pp] : m)
-            for (int f : frontier)
-                if (pp == f) next.push_back(p);
-        out.insert(out.end(), next.begin(), next.end());
-        frontier = std::move(next);
-        if (out.size() > 10000) break;
-    }
-    return out;
-}
-
-bool alive(int pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(f, line)) return false;
-    size_t close = line.rfind(')');
-    return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
 } // namespace dbt

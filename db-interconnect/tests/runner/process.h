@@ -9,6 +9,8 @@
 // Thread rules: a Proc belongs to one thread.  Not async-signal-safe.
 #pragma once
 
+#include "child_process.h"
+
 #include <string>
 #include <vector>
 
@@ -36,46 +38,28 @@ constexpr int kExitUser = 122;     // the user could not be taken on
 constexpr int kExitNetns = 123;    // the network namespace could not be entered
 constexpr int kExitExec = 127;     // exec failed
 
-class Proc {
+// The pipes, waits and status of the program: support/child_process.h (pid, running,
+// write_in, close_in, output, wait, signal), paced as these suites have always paced
+// them.
+class Proc : public vipl::db::test::ChildProcess {
 public:
-    Proc() = default;
+    Proc();
     explicit Proc(const Spawn &s);
     ~Proc();
     Proc(Proc &&o) noexcept;
     Proc &operator=(Proc &&o) noexcept;
-    Proc(const Proc &) = delete;
-    Proc &operator=(const Proc &) = delete;
-
-    int pid() const { return pid_; }
-    bool running();
-
-    // Writes all of `data` to stdin (bounded: 10 s); false when the program stopped reading.
-    bool write_in(const std::string &data);
-    void close_in();
 
     // Reads stdout until `needle` appeared in it or `ms` passed; whether it appeared.
-    bool read_until(const std::string &needle, int ms);
+    bool read_until(const std::string &needle, int ms) {
+        return find_output(needle, ms, 0) != std::string::npos;
+    }
     // read_until, failing the test (with the program's stdout and stderr file) when
     // `needle` does not come.
     void require_output(const std::string &needle, int ms);
-    // Everything read from stdout so far (read_until or wait read it).
-    const std::string &output() const { return out_; }
-
-    // The exit status: the code, 128 + signal, or -1 when it did not end within ms.
-    // Drains a stdout pipe meanwhile.
-    int wait(int ms);
-    void signal(int sig);
     // Kills the whole group and reaps everything of it (bounded).
     void kill_all();
 
 private:
-    void drain(int ms);
-    int pid_ = -1;
-    int in_fd_ = -1;
-    int out_fd_ = -1;
-    bool reaped_ = false;
-    int status_ = -1;
-    std::string out_;
     std::string err_path_;
 };
 
@@ -83,19 +67,17 @@ private:
 // the exit status as Proc::wait gives it.
 std::string capture(const std::vector<std::string> &argv, int ms, int *status = nullptr);
 
-// Makes the test process a child subreaper (once): the orphans of the programs it starts
-// become its children, so that it can reap them and tell whether any survived.
-void become_subreaper();
+// The test process as a child subreaper (the orphans of the programs it starts become
+// its children, so that it can reap them and tell whether any survived), the processes
+// whose parent chain leads to a pid, and whether a process exists (zombies count as
+// gone): support/child_process.h.
+using vipl::db::test::alive;
+using vipl::db::test::become_subreaper;
+using vipl::db::test::descendants;
 
 // Kills the process group of every Proc alive and reaps what it can within ~200 ms: for
 // a test process that is being terminated (main.cc calls it from its SIGTERM, SIGINT and
 // SIGHUP handler).  Async-signal-safe.
 void kill_every_group() noexcept;
-
-// Processes whose parent chain leads to pid (not pid itself), from /proc.
-std::vector<int> descendants(int pid);
-
-// Whether a process with that pid exists (zombies count as gone).
-bool alive(int pid);
 
 } // namespace dbt
