@@ -308,9 +308,14 @@ Listener *listener_for(Nic *nic, uint16_t port, VIP_RETURN *rc) {
     int err = 0;
     int fd = open_listener(t, port, &err);
     if (fd < 0) {
-        VIPL_ERROR("tcp: cannot listen on %s port %u: %s", t->ifname.c_str(), port, strerror(err));
         // A port another program holds cannot serve the discriminator, as when
-        // another process serves it.
+        // another process serves it: the caller hears VIP_ERROR_RESOURCE and may try
+        // again, so that is a warning; any other failure is the library's error.
+        if (err == EADDRINUSE)
+            VIPL_WARN("tcp: port %u on %s is another program's", port, t->ifname.c_str());
+        else
+            VIPL_ERROR("tcp: cannot listen on %s port %u: %s", t->ifname.c_str(), port,
+                       strerror(err));
         *rc = err == EMFILE || err == ENFILE || err == ENOMEM || err == ENOBUFS || err == EADDRINUSE
                   ? VIP_ERROR_RESOURCE
                   : VIP_INVALID_PARAMETER;
