@@ -11,6 +11,7 @@
 #include "files.h"
 #include "mode.h"
 #include "process.h"
+#include "scripts.h"
 
 #include <catch2/catch.hpp>
 
@@ -24,38 +25,19 @@ TEST_CASE("programs: a server that answers before its client comes goes on on th
     TempDir dir;
     Endpoint ep = endpoint(is_unix, dir.path());
     INFO("over " << ep.name());
-    Spawn ss;
-    ss.argv = script("fork_echo_server.py");
-    for (const std::string &a : ep.args()) ss.argv.push_back(a);
-    ss.argv.push_back("--log");
-    ss.argv.push_back(dir / "served");
     // The child reads (and so sends its REPLY) only after the client's request is
     // written, and says when its answer is written (the rendezvous given up by then).
-    ss.argv.push_back("--read-after");
-    ss.argv.push_back(dir / "sent");
-    ss.argv.push_back("--answered");
-    ss.argv.push_back(dir / "answered");
-    ss.preload = true;
-    ss.env = {"VIPL_DB_LOG=2", "VIPL_DB_NEGOTIATE_MS=100"};
-    ss.out_pipe = true;
-    ss.err = dir / "server.err";
-    Proc server(ss);
+    Proc server(preloaded_script(
+        "fork_echo_server.py", ep,
+        {"--log", dir / "served", "--read-after", dir / "sent", "--answered", dir / "answered"},
+        {"VIPL_DB_LOG=2", "VIPL_DB_NEGOTIATE_MS=100"}, dir / "server.err"));
     server.require_output("listening", 10000);
     wait_listening(ep, preloaded(), 10000, server.pid());
 
     constexpr int kBytes = 3000;
-    Spawn cs;
-    cs.argv = script("late_client.py");
-    for (const std::string &a : ep.args()) cs.argv.push_back(a);
-    cs.argv.push_back("--sent");
-    cs.argv.push_back(dir / "sent");
-    cs.argv.push_back("--read-after");
-    cs.argv.push_back(dir / "answered");
-    cs.preload = true;
-    cs.env = {"VIPL_DB_LOG=2"};
-    cs.out_pipe = true;
-    cs.err = dir / "client.err";
-    Proc client(cs);
+    Proc client(preloaded_script("late_client.py", ep,
+                                 {"--sent", dir / "sent", "--read-after", dir / "answered"},
+                                 {"VIPL_DB_LOG=2"}, dir / "client.err"));
     int st = client.wait(15000);
     // The child writes its line once the client's close reached it.
     for (int i = 0; i < 500 && count_lines(dir / "served", "") == 0; ++i)

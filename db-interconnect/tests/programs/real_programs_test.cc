@@ -26,6 +26,15 @@ namespace {
 constexpr int kWarningsLevel = 1;
 const std::string kLogWarnings = "VIPL_DB_LOG=" + std::to_string(kWarningsLevel);
 
+// The clients of a case: preloaded or not, logging at kWarningsLevel to dir/client.err.
+Spawn client_base(const TempDir &dir, bool preload) {
+    Spawn s;
+    s.preload = preload;
+    s.env = {kLogWarnings};
+    s.err = dir / "client.err";
+    return s;
+}
+
 void require_quiet_log(const std::string &path) {
     INFO(path << ":\n" << read_file(path));
     REQUIRE(count_lines(path, "libvipl-db[") == 0);
@@ -48,11 +57,7 @@ TEST_CASE("programs: socat accept-then-fork server relays each connection throug
 
     constexpr int kClients = 3;
     constexpr size_t kSize = 2 << 20;
-    Spawn cs;
-    cs.preload = true;
-    cs.env = {kLogWarnings};
-    cs.err = dir / "client.err";
-    SocatClients clients = start_socat_clients(ep, dir, kClients, kSize, 1, cs);
+    SocatClients clients = start_socat_clients(ep, dir, kClients, kSize, 1, client_base(dir, true));
 
     // Every connection is open still (the clients' stdin is): one forked server child
     // per client, each riding vipl, as is each client.
@@ -86,11 +91,8 @@ TEST_CASE("programs: asyncio epoll echo server and a multi-threaded client") {
 
     constexpr int kConnections = 6;
     constexpr size_t kSize = 1 << 20;
-    Spawn cs;
-    cs.preload = client_preloaded;
-    cs.env = {kLogWarnings};
-    cs.err = dir / "client.err";
-    EchoClients clients = start_echo_clients(ep, dir, kConnections, kSize, 7, cs);
+    EchoClients clients =
+        start_echo_clients(ep, dir, kConnections, kSize, 7, client_base(dir, client_preloaded));
 
     if (client_preloaded) {
         require_riding(tree_when_riding(server.pid(), "server", kConnections), "server",

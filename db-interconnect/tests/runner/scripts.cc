@@ -36,6 +36,20 @@ Proc logging_echo_server(const Endpoint &e, const TempDir &dir, int log_level) {
     return echo_server(e, s);
 }
 
+Spawn preloaded_script(const std::string &name, const Endpoint &e,
+                       const std::vector<std::string> &args, std::vector<std::string> env,
+                       const std::string &err) {
+    Spawn s;
+    s.argv = script(name);
+    for (const std::string &a : e.args()) s.argv.push_back(a);
+    s.argv.insert(s.argv.end(), args.begin(), args.end());
+    s.preload = true;
+    s.env = std::move(env);
+    s.out_pipe = true;
+    s.err = err;
+    return s;
+}
+
 std::map<std::string, long> stop_echo_server(Proc &p) {
     p.signal(SIGTERM);
     int st = p.wait(10000);

@@ -22,6 +22,11 @@ Proc echo_server(const Endpoint &e, Spawn base, const std::string &mode = "");
 // The preloaded echo server of a case that reads its log: VIPL_DB_LOG=log_level, its
 // stderr in dir/server.err.
 Proc logging_echo_server(const Endpoint &e, const TempDir &dir, int log_level);
+// The preloaded Python program `name` (programs/) on e: the endpoint's arguments, then
+// `args`; `env` added, stdout piped, stderr in `err`.
+Spawn preloaded_script(const std::string &name, const Endpoint &e,
+                       const std::vector<std::string> &args, std::vector<std::string> env,
+                       const std::string &err);
 // Stops it (SIGTERM) and returns its summary: cancels, bad_cancels, connections, echoed.
 std::map<std::string, long> stop_echo_server(Proc &p);
 
