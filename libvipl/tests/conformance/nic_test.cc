@@ -69,7 +69,7 @@ TEST_CASE("VipCloseNic destroys what the program left on the NIC", "[nic]") {
     std::string device = VT_DEVICE();
     vt::Nic n(device);
     std::vector<uint8_t> buf(8192);
-    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_MEM_HANDLE mh;
     REQUIRE(VipRegisterMem(n.nic, buf.data(), buf.size(), &ma, &mh) == VIP_SUCCESS);
     VIP_CQ_HANDLE cq;
@@ -325,7 +325,7 @@ TEST_CASE("MaxRegisterRegions is enforced", "[nic][attrs][limits]") {
     }
     void *page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(page != MAP_FAILED);
-    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     std::vector<VIP_MEM_HANDLE> handles;
     VIP_MEM_HANDLE mh;
     // The same page may be registered many times; each registration is a region.
@@ -353,7 +353,7 @@ TEST_CASE("MaxRegisterBlockBytes is enforced", "[nic][attrs][limits]") {
         WARN("cannot reserve " << len << " bytes of address space: not checked");
         return;
     }
-    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_MEM_HANDLE mh;
     CHECK(VipRegisterMem(n.nic, p, block + 1, &ma, &mh) == VIP_ERROR_RESOURCE);
     munmap(p, len);
@@ -371,7 +371,7 @@ TEST_CASE("MaxRegisterBytes is enforced", "[nic][attrs][limits]") {
     auto *p = static_cast<uint8_t *>(
         mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
     REQUIRE(p != MAP_FAILED);
-    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_MEM_HANDLE mh;
     VIP_ULONG done = 0;
     while (done < total) {

@@ -73,13 +73,13 @@ TEST_CASE("VipDestroyPtag refuses bad handles and tags in use", "[ptag]") {
     SECTION("a memory region uses the tag") {
         vt::Memory m(n, 4096, false, false, p);
         CHECK(VipDestroyPtag(n.nic, p) == VIP_INVALID_STATE);
-        VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE};
+        VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
         REQUIRE(VipSetMemAttributes(n.nic, m.base, m.mh, &ma) == VIP_SUCCESS);
         CHECK(VipDestroyPtag(n.nic, p) == VIP_SUCCESS);
     }
     SECTION("a deregistered region no longer uses the tag") {
         std::vector<uint8_t> buf(4096);
-        VIP_MEM_ATTRIBUTES ma{p, VIP_FALSE, VIP_FALSE};
+        VIP_MEM_ATTRIBUTES ma{p, VIP_FALSE, VIP_FALSE, VIP_FALSE};
         VIP_MEM_HANDLE mh;
         REQUIRE(VipRegisterMem(n.nic, buf.data(), buf.size(), &ma, &mh) == VIP_SUCCESS);
         CHECK(VipDestroyPtag(n.nic, p) == VIP_INVALID_STATE);
@@ -97,7 +97,7 @@ TEST_CASE("VipRegisterMem checks its arguments", "[mem]") {
     REQUIRE(p != MAP_FAILED);
     // A hole in the middle page.
     REQUIRE(munmap(p + page, page) == 0);
-    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_MEM_HANDLE mh = 0x5a5a5a5a;
 
     CHECK(VipRegisterMem(nullptr, p, page, &ma, &mh) == VIP_INVALID_PARAMETER);
@@ -143,7 +143,7 @@ TEST_CASE("VipDeregisterMem checks its arguments", "[mem]") {
     std::string device = VT_DEVICE();
     vt::Nic n(device), other(device);
     std::vector<uint8_t> buf(8192);
-    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE};
+    VIP_MEM_ATTRIBUTES ma{n.ptag, VIP_FALSE, VIP_FALSE, VIP_FALSE};
     VIP_MEM_HANDLE mh;
     REQUIRE(VipRegisterMem(n.nic, buf.data(), buf.size(), &ma, &mh) == VIP_SUCCESS);
     CHECK(VipDeregisterMem(nullptr, buf.data(), mh) == VIP_INVALID_PARAMETER);
@@ -257,7 +257,7 @@ TEST_CASE("VipSetMemAttributes changes tag and RDMA flags", "[mem]") {
     VIP_PROTECTION_HANDLE p2;
     REQUIRE(VipCreatePtag(n.nic, &p2) == VIP_SUCCESS);
     vt::Memory m(n, 4096);
-    VIP_MEM_ATTRIBUTES set{p2, VIP_TRUE, VIP_TRUE}, got{};
+    VIP_MEM_ATTRIBUTES set{p2, VIP_TRUE, VIP_TRUE, VIP_FALSE}, got{};
     REQUIRE(VipSetMemAttributes(n.nic, m.base, m.mh, &set) == VIP_SUCCESS);
     REQUIRE(VipQueryMem(n.nic, m.base, m.mh, &got) == VIP_SUCCESS);
     CHECK(got.Ptag == p2);
@@ -268,7 +268,7 @@ TEST_CASE("VipSetMemAttributes changes tag and RDMA flags", "[mem]") {
     VIP_VI_HANDLE vi = make_vi(n); // n.ptag
     vt::set_desc(m.desc(0), nullptr, 0, m.mh);
     CHECK(VipPostRecv(vi, m.desc(0), m.mh) == VIP_INVALID_PARAMETER);
-    set = VIP_MEM_ATTRIBUTES{n.ptag, VIP_FALSE, VIP_TRUE};
+    set = VIP_MEM_ATTRIBUTES{n.ptag, VIP_FALSE, VIP_TRUE, VIP_FALSE};
     REQUIRE(VipSetMemAttributes(n.nic, m.base, m.mh, &set) == VIP_SUCCESS);
     REQUIRE(VipQueryMem(n.nic, m.base, m.mh, &got) == VIP_SUCCESS);
     CHECK(got.Ptag == n.ptag);
