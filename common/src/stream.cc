@@ -250,10 +250,10 @@ int Stream::wait_fd() const noexcept {
     return impl_ && impl_->vi ? impl_->vi_fd : -1;
 }
 
-short Stream::arm(short want) noexcept {
+short Stream::arm(short want, bool looked) noexcept {
     if (!is_open()) return 0;
     Impl::Guard g(*impl_);
-    impl_->progress();
+    if (!looked) impl_->progress();
     short ev = impl_->events();
     if (ev & (want | POLLERR | POLLHUP)) return ev;
     // Arming also makes the fd readable at once for what came since the look.

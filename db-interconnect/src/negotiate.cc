@@ -120,7 +120,7 @@ private:
 bool client_connect(Sock *s, int fd) {
     std::string device;
     vipl::Uri u = rendezvous(s->provider, s->hello.token, fd, false, &device);
-    vipl::StreamOptions o = stream_options();
+    vipl::StreamOptions o = stream_options(s->family);
     o.device = device;
     Deadline dl = step_deadline();
     std::error_code ec;
@@ -189,7 +189,7 @@ bool client_decide(Sock *s, int fd, const uint8_t *buf, ssize_t n) {
 
 } // namespace
 
-vipl::StreamOptions stream_options() {
+vipl::StreamOptions stream_options(int family) {
     const Config &c = config();
     vipl::StreamOptions o;
     o.recv_buffers = c.recv_buffers;
@@ -201,6 +201,9 @@ vipl::StreamOptions stream_options() {
     o.ready_fd = false;
     // What send() took is on its way without another call, as a socket's is.
     o.hold_back = false;
+    // A unix socket's send() fails at once after the peer closed; a TCP one's does not
+    // (and needs no look at what arrived, a recv() per message on the tcp provider).
+    o.write_looks = family == AF_UNIX;
     return o;
 }
 
@@ -247,7 +250,7 @@ void serve(Sock *s, int fd, const Hello &h) {
     r.status = Status::plain;
     std::string device;
     vipl::Uri u = rendezvous(h.provider, h.token, fd, true, &device);
-    vipl::StreamOptions o = stream_options();
+    vipl::StreamOptions o = stream_options(s->family);
     o.device = device;
     vipl::Listener l;
     std::error_code ec;

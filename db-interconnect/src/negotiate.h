@@ -51,7 +51,7 @@ inline Deadline negotiation_slice(Deadline dl) noexcept {
     return s < dl ? s : dl;
 }
 
-// The stream options of the interposer's connections.
-vipl::StreamOptions stream_options();
+// The stream options of the interposer's connections of a socket of `family`.
+vipl::StreamOptions stream_options(int family);
 
 } // namespace vipl::db

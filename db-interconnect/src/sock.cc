@@ -140,7 +140,9 @@ void file_destroy(File *f) noexcept {
 // up a unix socket; a TCP one hangs up only once both directions are shut, or with an
 // error (a reset) when the peer left data of ours unread.
 short vipl_events(Sock *s, short arm_for) noexcept {
-    short ev = arm_for >= 0 ? s->stream.arm(arm_for) : s->stream.events();
+    // No look of the arming's own: sock_arm's callers just looked (sock_poll), or wait
+    // edge-triggered; what came since makes the wait fd readable at once either way.
+    short ev = arm_for >= 0 ? s->stream.arm(arm_for, true) : s->stream.events();
     if (ev & POLLERR) {
         // Broken: the peer died (or reset).  The error shows until a read reported it.
         short r = POLLIN | POLLOUT | POLLRDHUP;

@@ -152,7 +152,8 @@ VIP_RETURN VipGetViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Flags, OUT i
  * transport has not processed).  Call it after the last Done before
  * sleeping; nothing is lost between the two.  Once readable it stays so
  * until the next VipArmViWaitFd (a spurious wake-up is possible, a missed one
- * is not).
+ * is not).  A completion that a Done made and returned at once is no event
+ * for the fd: the caller has it (the fd still shows one the Done left).
  * Returns VIP_SUCCESS, VIP_INVALID_PARAMETER, VIP_INVALID_STATE (the VI has
  * no wait fd).  Child, signal and thread rules as VipGetViWaitFd.
  */

@@ -104,6 +104,12 @@ struct StreamOptions {
     // socket's are once send() returned (a writer then gets operation_would_block, or
     // waits, while the peer has no room).  The socket interposer wants that.
     bool hold_back = true;
+    // Whether write() first takes what arrived (on tcp a recv() that usually finds
+    // nothing), which tells it at once that the peer closed: a unix socket's send() then
+    // fails with EPIPE.  false: a write that can go out at once looks at nothing first, as
+    // a TCP connection's send() after the peer closed still succeeds (the error comes at
+    // a later call).
+    bool write_looks = true;
     // Overrides the VIPL device chosen from the URI ("tcp:eth0", "shm0"...); empty: from URI.
     std::string device;
 };
@@ -287,9 +293,12 @@ public:
     // message for the peer).  arm() takes what arrived and returns events(); when none of
     // `want` (nor POLLERR, POLLHUP) holds, it arms the wait fd first, so that the VI's
     // next event makes it readable: sleep on wait_fd() only after an arm() that returned
-    // nothing wanted.  Without ready_fd only; -1 for an empty stream.
+    // nothing wanted.  Without ready_fd only; -1 for an empty stream.  `looked`: the
+    // caller called events() just before, so arm() takes nothing first (on tcp that
+    // would be a second recv() finding nothing): what came since makes the wait fd
+    // readable at once all the same.
     int wait_fd() const noexcept;
-    short arm(short want) noexcept;
+    short arm(short want, bool looked = false) noexcept;
 
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.

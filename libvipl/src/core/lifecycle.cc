@@ -147,6 +147,7 @@ void vi_check_poison(Vi *vi) {
     if (!vi->lock.owner_died()) return;
     vi->lock.clear_owner_died();
     vi->poisoned = true;
+    vi->taking = vi->wake_owed = false; // it may have died inside a Done's progress
     VIPL_WARN("a process sharing VI %p died inside the library: the VI fails for every holder",
               vis().handle_of(vi));
     if (vi->prov) vi->nic->ops->vi->abandon(vi);

@@ -200,9 +200,15 @@ struct Vi : Object {
     std::atomic<bool> kicked{false};
     std::atomic<bool> fd_mode{false};
     // The program arms the wait fd itself before it sleeps (VipArmViWaitFd), not every
-    // Done that finds nothing; fd_armed: it did, so local events wake the fd too.
+    // Done that finds nothing; fd_armed: the kinds of event (WakeFor) it armed for last,
+    // which local completions wake the fd for too.
     std::atomic<bool> fd_explicit{false};
-    std::atomic<bool> fd_armed{false};
+    std::atomic<uint8_t> fd_armed{0};
+    // A Done runs progress (lock held, so one at a time in every holder): completions it
+    // makes owe the wait fd a wake-up only if they are still there when it returns
+    // (done_locked).  Both false outside that window.
+    bool taking = false;
+    bool wake_owed = false;
     uint64_t next_liveness = 0;
     // A holder died inside the library with the lock held (shareable VIs).
     bool poisoned = false;
@@ -234,7 +240,8 @@ struct Vi : Object {
         kicked.store(false, std::memory_order_relaxed);
         fd_mode.store(false, std::memory_order_relaxed);
         fd_explicit.store(false, std::memory_order_relaxed);
-        fd_armed.store(false, std::memory_order_relaxed);
+        fd_armed.store(0, std::memory_order_relaxed);
+        taking = wake_owed = false;
         next_liveness = 0;
         poisoned = false;
         transport_epoch = 0;
@@ -317,6 +324,9 @@ struct ConnReq : Object {
 
 // What each process keeps of a VI for itself (a shareable VI's other holders
 // have their own).
+// Kinds of event a sleeper or a wait fd is armed for (ViOps::arm, VipArmViWaitFdEx).
+enum WakeFor : unsigned { kWakeRecv = 1, kWakeSend = 2, kWakeAny = 3 };
+
 struct ViLocal {
     int user_fd = -1;     // epoll fd handed out by VipGetViWaitFd
     int wait_ep = -1;     // edge-triggered set a lone sleeper waits in (made on first sleep)

@@ -16,12 +16,31 @@
 namespace vipl {
 
 // vi_wake for completions made visible: an explicitly armed fd whose peer has rung
-// (its arming is used up) is readable already, until the next arming drains it.
-static inline void vi_wake_completed(Vi *vi) {
-    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || vi->sq.notify || vi->rq.notify ||
-        (fd_wants_wake(vi) && !(vi->fd_explicit.load(std::memory_order_relaxed) && vi->prov &&
-                                !vi->nic->ops->vi->armed(vi))))
+// (its arming is used up) is readable already, until the next arming drains it.  The
+// fd's wake-up waits while a Done of this process makes them: the caller takes what it
+// came for at once, and a program that finds its data needs no readable fd (an eventfd
+// write now and a drain at the next arming, two system calls per message on tcp).
+// A program armed for arrivals only does not hear of its own sends completing.
+static inline void vi_wake_completed(Vi *vi, unsigned kinds) {
+    if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || vi->sq.notify || vi->rq.notify) {
         vi_wake_now(vi);
+        return;
+    }
+    if (!fd_wants_wake(vi, kinds) || (vi->fd_explicit.load(std::memory_order_relaxed) && vi->prov &&
+                                      !vi->nic->ops->vi->armed(vi)))
+        return;
+    if (vi->taking)
+        vi->wake_owed = true;
+    else
+        vi_wake_now(vi);
+}
+
+void vi_settle_owed_wake(Vi *vi) {
+    vi->wake_owed = false;
+    // What the Done left behind (the other queue's, a second message) still needs it.
+    unsigned left = (vi->rq.head != vi->rq.visible ? kWakeRecv : 0u) |
+                    (vi->sq.head != vi->sq.visible ? kWakeSend : 0u);
+    if (left) vi_wake_completed(vi, left);
 }
 
 bool WorkQueue::grow(uint32_t limit) {
@@ -74,7 +93,7 @@ void wq_advance(Vi *vi, WorkQueue &q) {
         __atomic_store_n(&cs.Status, e.status, __ATOMIC_RELEASE);
         __atomic_store_n(&q.visible, v + 1, __ATOMIC_RELEASE);
     }
-    if (v != first) vi_wake_completed(vi);
+    if (v != first) vi_wake_completed(vi, recv ? kWakeRecv : kWakeSend);
 }
 
 void wq_flush(Vi *vi, WorkQueue &q, uint32_t started_status) {

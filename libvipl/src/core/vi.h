@@ -35,17 +35,25 @@ void report_error(Nic *nic, const VIP_ERROR_DESCRIPTOR &err);
 // Wakes whoever waits on the VI (a local thread, the notification thread, a
 // program polling its wait fd).  Cheap when nobody does.
 void vi_wake_now(Vi *vi);
-// Whether a program polling the VI's wait fd must hear of an event now: always in the
-// usual mode, once armed in the explicit one (VipArmViWaitFd).
-inline bool fd_wants_wake(const Vi *vi) {
+// Whether a program polling the VI's wait fd must hear of an event of `kinds` (WakeFor)
+// now: always in the usual mode, once armed for them in the explicit one
+// (VipArmViWaitFdEx).
+inline bool fd_wants_wake(const Vi *vi, unsigned kinds = kWakeAny) {
     return vi->fd_mode.load(std::memory_order_relaxed) &&
            (!vi->fd_explicit.load(std::memory_order_relaxed) ||
-            vi->fd_armed.load(std::memory_order_relaxed));
+            (vi->fd_armed.load(std::memory_order_relaxed) & kinds));
 }
 inline void vi_wake(Vi *vi) {
     if (vi->sleepers.load(std::memory_order_seq_cst) > 0 || fd_wants_wake(vi) || vi->sq.notify ||
         vi->rq.notify)
         vi_wake_now(vi);
+}
+// Ends a Done's deferral of the wait fd's wake-up (Vi::taking): wakes it if completions
+// are left that nobody took.
+void vi_settle_owed_wake(Vi *vi);
+inline void vi_end_taking(Vi *vi) {
+    vi->taking = false;
+    if (vi->wake_owed) vi_settle_owed_wake(vi);
 }
 // Drains vi->efd after a wake-up.
 void vi_drain(Vi *vi);

@@ -175,14 +175,15 @@ static void rearm_for_fd(Vi *vi, unsigned what = kWakeAny) {
     }
     vi_rearm(vi, what);
     bool takeable = vi->sq.head != vi->sq.visible || vi->rq.head != vi->rq.visible;
-    if (takeable || (vi->prov && vi->nic->ops->vi->pending(vi))) {
+    const ViOps *ops = vi->nic->ops->vi;
+    if (takeable || (vi->prov && ops->held(vi))) {
         vi->kicked.store(false);
         vi_wake(vi);
     }
 }
 
 void arm_wait_fd(Vi *vi, unsigned what) {
-    vi->fd_armed.store(true, std::memory_order_relaxed);
+    vi->fd_armed.store(static_cast<uint8_t>(what), std::memory_order_relaxed);
     rearm_for_fd(vi, what);
     // A failure (found just now by the look at the peer, or before) is a state the fd
     // reports until the program has seen it: rearming drained its wake-up.
@@ -197,8 +198,14 @@ void arm_wait_fd(Vi *vi, unsigned what) {
 static bool done_locked(Vi *vi, WorkQueue &q, VIP_DESCRIPTOR **out, VIP_RETURN *rc,
                         bool wait = false) {
     if (take(q, out, rc)) return true;
+    // What this progress completes is taken here: the wait fd hears only of the rest (a
+    // CQ's waiters hear of everything, as before).
+    bool defer = vi->fd_mode.load(std::memory_order_relaxed) && !vi->sq.cq && !vi->rq.cq;
+    vi->taking = defer;
     vi_progress(vi);
-    if ((wait && interrupted(rc)) || take(q, out, rc)) return true;
+    bool got = (wait && interrupted(rc)) || take(q, out, rc);
+    if (defer) vi_end_taking(vi);
+    if (got) return true;
     if (vi->fd_mode.load(std::memory_order_relaxed) &&
         !vi->fd_explicit.load(std::memory_order_relaxed)) {
         rearm_for_fd(vi);

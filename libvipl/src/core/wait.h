@@ -52,7 +52,7 @@ void spin_outcome(Vi *vi, bool won);
 
 // VipArmViWaitFd(Ex): the wait fd becomes readable at the VI's next event of `what`
 // (WakeFor bits: arrivals, the peer consuming), or at once if one is waiting (lock held).
-void arm_wait_fd(Vi *vi, unsigned what = 3 /* kWakeAny */);
+void arm_wait_fd(Vi *vi, unsigned what = kWakeAny);
 
 // VipSendDone/VipRecvDone on a looked-up VI.
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out);

@@ -19,8 +19,6 @@
 
 namespace vipl {
 
-enum WakeFor : unsigned { kWakeRecv = 1, kWakeSend = 2, kWakeAny = 3 };
-
 // kCapSpin: `pending` is cheap enough to spin on before sleeping.  kCapEdge:
 // every event makes a wait descriptor newly ready, and progress leaves
 // nothing behind that a new event would have to announce, so a lone sleeper
@@ -84,6 +82,10 @@ struct ViOps {
     void (*progress)(Vi *vi);
     // Lock-free hint for spinning: could progress find something new?
     bool (*pending)(Vi *vi);
+    // What a program's wait fd does not show by itself when it is armed: `pending`,
+    // less what the transport's descriptors (watched level-triggered by that fd) show.
+    // tcp: input taken from the socket and not handled yet, with no system call.
+    bool (*held)(Vi *vi);
     // Asks the peer to write vi->efd at its next event of the kinds in `what`
     // (kWakeRecv: something arrives; kWakeSend: the peer consumed, so sends
     // may complete or proceed); disarm withdraws that when nobody sleeps any

@@ -158,7 +158,10 @@ struct Endpoint {
     // 1 while it is in recv, 2 once it returned; nothing else reads the
     // socket or moves rx meanwhile.  Accessed with __atomic builtins.
     int direct = 0;
-    bool rx_dry = false; // the direct sleeper's read emptied the socket: no read to confirm it
+    // The last read found the socket empty or emptied it (mark_dry; the direct
+    // sleeper's): the next progress reads nothing before rx_dry_until (now_ns).
+    bool rx_dry = false;
+    uint64_t rx_dry_until = 0;
 
     VIP_VI_ATTRIBUTES peer_attrs{};
     P2p *p2p = nullptr;
@@ -264,6 +267,9 @@ void direct_end(Vi *vi, const ViOps::DirectSleep &d, ssize_t n, int err);
 void stop_direct(Endpoint *ep);
 // How long a direct sleeper's recv() blocks at most (SO_RCVTIMEO).
 constexpr uint64_t kDirectSliceNs = 20'000'000;
+// How long a short read's "the socket is empty" is trusted without asking again: about
+// what a request-reply peer on another CPU takes to answer the fastest.
+constexpr uint64_t kDryTrustNs = 2'000;
 // An error found here that ends the connection: the peer learns `remote`
 // about message `seq`; this VI fails with `local`.
 void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, uint32_t remote, uint64_t seq,
@@ -291,6 +297,7 @@ void free_owed(Vi *vi, Endpoint *ep);
 // tcp_recv.cc
 void progress(Vi *vi);
 bool pending(Vi *vi);
+bool held(Vi *vi);
 // Sends the acknowledgements held back for a reply to carry.
 void idle(Vi *vi);
 // Reads and handles frames until the socket is dry; false if the connection failed.

@@ -145,6 +145,7 @@ const ViOps kViOps = {
     .post_recv = post_recv,
     .progress = progress,
     .pending = pending,
+    .held = held,
     .arm = enosys::arm,
     .disarm = enosys::disarm,
     .armed = enosys::armed,

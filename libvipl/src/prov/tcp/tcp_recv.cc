@@ -69,6 +69,17 @@ void compact_rx(Endpoint *ep) {
     }
 }
 
+// A read found the socket empty: the next progress, often the caller's next call right
+// after (a program's recv() then its poll(), a look then an arming), need not ask again;
+// nor later than kDryTrustNs, when something may well have come.  Only the next: a
+// progress that trusted it asks at the following one, so a spinner still reads every
+// other look.  What comes meanwhile shows on the wait fd (level-triggered) or at the look
+// after.
+void mark_dry(Endpoint *ep) {
+    ep->rx_dry = true;
+    ep->rx_dry_until = now_ns() + kDryTrustNs;
+}
+
 Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
     if (!*maybe_more || direct_sleeper(ep)) return Io::dry;
     compact_rx(ep);
@@ -79,12 +90,16 @@ Io fill(Vi *vi, Endpoint *ep, bool *maybe_more) {
         errno = saved;
         if (n > 0) {
             *maybe_more = static_cast<uint32_t>(n) == kRxBuffer - ep->rx_end;
+            if (!*maybe_more) mark_dry(ep); // a short read emptied the socket
             ep->rx_end += static_cast<uint32_t>(n);
             took(vi, ep, static_cast<uint64_t>(n));
             return ep->up ? Io::more : Io::closed;
         }
         if (n < 0 && err == EINTR) continue;
-        if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK)) return Io::dry;
+        if (n < 0 && (err == EAGAIN || err == EWOULDBLOCK)) {
+            mark_dry(ep);
+            return Io::dry;
+        }
         connection_lost(vi, ep, VIP_ERROR_CONN_LOST); // hang-up, reset or a dead link
         return Io::closed;
     }
@@ -488,7 +503,7 @@ void leave_more(Vi *vi, Endpoint *ep) {
 bool receive(Vi *vi, Endpoint *ep) {
     ep->rx_more = false;
     uint64_t budget = kBytesPerCall;
-    bool maybe_more = !ep->rx_dry;
+    bool maybe_more = !ep->rx_dry || now_ns() >= ep->rx_dry_until;
     ep->rx_dry = false;
     uint64_t wait_end = 0;
     for (int frames = 0; ep->up; ++frames) {
@@ -573,6 +588,7 @@ void direct_end(Vi *vi, const ViOps::DirectSleep &d, ssize_t n, int err) {
         ep->rx_end += static_cast<uint32_t>(n);
         ep->rx_more = static_cast<size_t>(n) == d.len;
         ep->rx_dry = !ep->rx_more;
+        ep->rx_dry_until = UINT64_MAX; // the sleeper's own read: trusted until the next look
         took(vi, ep, static_cast<uint64_t>(n));
     } else if (n == 0 || (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)) {
         connection_lost(vi, ep, VIP_ERROR_CONN_LOST); // hang-up, reset or a dead link
@@ -589,6 +605,11 @@ void stop_direct(Endpoint *ep) {
     // It returns at once; the bound only guards against the unforeseen.
     uint64_t end = now_ns() + 2 * kDirectSliceNs;
     while (__atomic_load_n(&ep->direct, __ATOMIC_ACQUIRE) == 1 && now_ns() < end) sched_yield();
+}
+
+bool held(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    return ep && ep->up && (ep->rx_more || ep->rx_end - ep->rx_start >= kFrameHeader);
 }
 
 bool pending(Vi *vi) {
