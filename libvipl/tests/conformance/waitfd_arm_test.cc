@@ -22,6 +22,31 @@ void send_one(vt::Memory &m, VIP_VI_HANDLE vi, size_t slot) {
     REQUIRE(VipPostSend(vi, m.desc(slot), m.mh) == VIP_SUCCESS);
 }
 
+// A connected pair, 8 receives posted on each side, and a's wait fd in the explicit mode.
+struct ArmedPair {
+    explicit ArmedPair(const std::string &device)
+        : shm(device.rfind("shm", 0) == 0), na(device), nb(device), ma(na, 1 << 16),
+          mb(nb, 1 << 16) {
+        p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb), nullptr, nullptr, nullptr,
+                             nullptr, [&](VIP_VI_HANDLE a, VIP_VI_HANDLE b) {
+                                 post_recvs(ma, a);
+                                 post_recvs(mb, b);
+                             });
+        REQUIRE(VipGetViWaitFdEx(p.a, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
+    }
+    static void post_recvs(vt::Memory &m, VIP_VI_HANDLE vi) {
+        for (size_t i = 0; i < 8; ++i) {
+            vt::set_desc(m.desc(i), m.base + 8192 + i * 256, 256, m.mh);
+            REQUIRE(VipPostRecv(vi, m.desc(i), m.mh) == VIP_SUCCESS);
+        }
+    }
+    bool shm;
+    vt::Nic na, nb;
+    vt::Memory ma, mb;
+    vt::Pair p;
+    int fd = -1;
+};
+
 } // namespace
 
 TEST_CASE("An explicitly armed wait fd wakes at the next message, or at once if one waits",
@@ -86,25 +111,12 @@ TEST_CASE("An explicitly armed wait fd wakes at the next message, or at once if 
 TEST_CASE("A wait fd armed for arrivals only stays quiet while the peer takes this side's "
           "message, and wakes at the peer's answer",
           "[ext][waitfd]") {
-    std::string device = VT_DEVICE();
     // Over shm the peer's taking rings only a side armed for it; the tcp provider has no
     // waiter word (its acknowledgement is bytes on the socket, which wake any arming).
-    const bool shm = device.rfind("shm", 0) == 0;
-    vt::Nic na(device), nb(device);
-    vt::Memory ma(na, 1 << 16), mb(nb, 1 << 16);
-    auto post_recvs = [](vt::Memory &m, VIP_VI_HANDLE vi) {
-        for (size_t i = 0; i < 8; ++i) {
-            vt::set_desc(m.desc(i), m.base + 8192 + i * 256, 256, m.mh);
-            REQUIRE(VipPostRecv(vi, m.desc(i), m.mh) == VIP_SUCCESS);
-        }
-    };
-    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb), nullptr, nullptr,
-                                  nullptr, nullptr, [&](VIP_VI_HANDLE a, VIP_VI_HANDLE b) {
-                                      post_recvs(ma, a);
-                                      post_recvs(mb, b);
-                                  });
-    int fd = -1;
-    REQUIRE(VipGetViWaitFdEx(p.a, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
+    ArmedPair ap(VT_DEVICE());
+    vt::Memory &ma = ap.ma, &mb = ap.mb;
+    vt::Pair &p = ap.p;
+    int fd = ap.fd;
     CHECK(VipArmViWaitFdEx(p.a, 0) == VIP_INVALID_PARAMETER);
     CHECK(VipArmViWaitFdEx(p.a, 0x4) == VIP_INVALID_PARAMETER);
     CHECK(VipArmViWaitFdEx(nullptr, VIP_ARM_ARRIVALS) == VIP_INVALID_PARAMETER);
@@ -121,7 +133,7 @@ TEST_CASE("A wait fd armed for arrivals only stays quiet while the peer takes th
         REQUIRE(VipArmViWaitFdEx(p.a, events) == VIP_SUCCESS);
         REQUIRE(VipRecvWait(p.b, vt::kWaitMs, &d) == VIP_SUCCESS);
         REQUIRE(VipPostRecv(p.b, d, mb.mh) == VIP_SUCCESS);
-        if (shm && sd) CHECK(readable(fd, 100) == (events == VIP_ARM_ANY));
+        if (ap.shm && sd) CHECK(readable(fd, 100) == (events == VIP_ARM_ANY));
         for (int i = 0; i < 1000 && !sd; ++i)
             if (VipSendDone(p.a, &sd) != VIP_SUCCESS) sd = nullptr;
         REQUIRE(sd);
@@ -143,25 +155,13 @@ TEST_CASE("A wait fd armed for arrivals only stays quiet while the peer takes th
 TEST_CASE("An explicitly armed wait fd hears of this side's own completions only as armed, "
           "and not of those a Done took at once",
           "[ext][waitfd]") {
-    std::string device = VT_DEVICE();
     // Over shm the peer's doorbell makes the fd readable whatever this side takes (drained
     // at the next arming); over tcp the fd shows the socket, and libvipl's own wake-ups.
-    const bool shm = device.rfind("shm", 0) == 0;
-    vt::Nic na(device), nb(device);
-    vt::Memory ma(na, 1 << 16), mb(nb, 1 << 16);
-    auto post_recvs = [](vt::Memory &m, VIP_VI_HANDLE vi) {
-        for (size_t i = 0; i < 8; ++i) {
-            vt::set_desc(m.desc(i), m.base + 8192 + i * 256, 256, m.mh);
-            REQUIRE(VipPostRecv(vi, m.desc(i), m.mh) == VIP_SUCCESS);
-        }
-    };
-    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb), nullptr, nullptr,
-                                  nullptr, nullptr, [&](VIP_VI_HANDLE a, VIP_VI_HANDLE b) {
-                                      post_recvs(ma, a);
-                                      post_recvs(mb, b);
-                                  });
-    int fd = -1;
-    REQUIRE(VipGetViWaitFdEx(p.a, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
+    ArmedPair ap(VT_DEVICE());
+    const bool shm = ap.shm;
+    vt::Memory &ma = ap.ma, &mb = ap.mb;
+    vt::Pair &p = ap.p;
+    int fd = ap.fd;
     VIP_DESCRIPTOR *d, *sd;
     auto take_send = [&] {
         sd = nullptr;
