@@ -267,8 +267,9 @@ void direct_end(Vi *vi, const ViOps::DirectSleep &d, ssize_t n, int err);
 void stop_direct(Endpoint *ep);
 // How long a direct sleeper's recv() blocks at most (SO_RCVTIMEO).
 constexpr uint64_t kDirectSliceNs = 20'000'000;
-// How long a short read's "the socket is empty" is trusted without asking again: about
-// what a request-reply peer on another CPU takes to answer the fastest.
+// How long "the socket is empty" (a read that came back short or with EAGAIN) is
+// trusted without asking again: about what a request-reply peer on another CPU takes
+// to answer the fastest.
 constexpr uint64_t kDryTrustNs = 2'000;
 // An error found here that ends the connection: the peer learns `remote`
 // about message `seq`; this VI fails with `local`.

@@ -613,9 +613,9 @@ bool held(Vi *vi) {
 }
 
 bool pending(Vi *vi) {
+    if (held(vi)) return true;
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return false;
-    if (ep->rx_more || ep->rx_end - ep->rx_start >= kFrameHeader) return true;
     pollfd p{ep->sock, static_cast<short>(POLLIN | (ep->want_out ? POLLOUT : 0)), 0};
     int saved = errno;
     int n = poll(&p, 1, 0);
