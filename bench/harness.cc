@@ -67,6 +67,7 @@ void serve(Peer *const *peers, int npeers, int ctl) {
         ctl_write(ctl, &ready, 1);
         if (c.op == kPong) {
             for (int64_t k = 0; k < c.n; ++k) peer.pong(c.size);
+            peer.finish();
         } else {
             peer.stream_in(c.size, c.n);
         }

@@ -57,6 +57,10 @@ public:
     // acknowledgement that all arrived.  Server: the other side of that.
     virtual void stream_out(uint64_t size, long n) = 0;
     virtual void stream_in(uint64_t size, long n) = 0;
+    // Server, after a phase's last echo: sees it out before the server stops calling
+    // into the transport (libvipl's copy path pushes what did not fit the ring only
+    // in later calls, as a libfabric provider with manual progress does).
+    virtual void finish() {}
     virtual Counters counters() { return {}; }
 };
 

@@ -92,6 +92,7 @@ public:
         conn_.post_send(0, 0, kAck);
         conn_.wait_send();
     }
+    void finish() override { settle(); }
     Counters counters() override {
         VIP_VI_COUNTERS c = conn_.counters();
         return {c.DoorbellsRung, c.SpinWins, c.Sleeps};

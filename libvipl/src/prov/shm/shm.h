@@ -308,9 +308,10 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d);
 void post_recv(Vi *vi, WqEntry *e);
 void push_sends(Vi *vi, Endpoint *ep);
 void complete_acked(Vi *vi, Endpoint *ep);
-// Reserves room for a record of `bytes` (header included) in the out ring;
-// returns its position or UINT64_MAX when the ring is full.
-uint64_t ring_reserve(Endpoint *ep, uint64_t bytes);
+// Reserves room for a record of `bytes` (header included) in the out ring, using at
+// most `limit` bytes of it (0: all); returns its position or UINT64_MAX when the ring
+// is that full.
+uint64_t ring_reserve(Endpoint *ep, uint64_t bytes, uint64_t limit = 0);
 RecHdr *ring_record(Endpoint *ep, uint64_t pos);
 void ring_publish(Endpoint *ep, uint64_t pos, uint64_t bytes, uint16_t type, uint16_t flags,
                   uint32_t len, uint32_t imm);

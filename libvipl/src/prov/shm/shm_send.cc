@@ -107,35 +107,44 @@ Push push_fragments(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, RecTy
 
 Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     uint64_t len = d.length;
-    uint64_t get_bytes = sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * d.nseg;
-    bool copy = len <= ep->copy_threshold || !ep->peer_can_access_me ||
-                !aligned(d, ep->get_align) || get_bytes > ep->ring_size / 2;
-    if (!copy) {
-        uint64_t pos = ring_reserve(ep, get_bytes);
-        if (pos == kNone) return Push::blocked;
-        auto *b = reinterpret_cast<SendGetBody *>(ring_record(ep, pos) + 1);
-        b->pid = static_cast<uint32_t>(self_pid());
-        b->nseg = d.nseg;
-        memcpy(b + 1, d.segs, sizeof(Segment) * d.nseg);
-        ring_publish(ep, pos, get_bytes, kSendGet, d.imm ? kRecImm : 0, static_cast<uint32_t>(len),
-                     d.imm_data);
-        started(e, pos, ep->produced);
-        ++vi->counters.GetSends;
-        pushed(vi, ep, e, true); // the sender's buffer is in use until the receiver read it
-        return Push::done;
-    }
     uint64_t bytes = sizeof(RecHdr) + len;
-    if (bytes > ep->ring_size / 2 || (e.flags & kWqStarted))
-        return push_fragments(vi, ep, e, d, kSendFrag);
-    uint64_t pos = ring_reserve(ep, bytes);
+    uint64_t get_bytes = sizeof(RecHdr) + sizeof(SendGetBody) + sizeof(Segment) * d.nseg;
+    bool can_get =
+        ep->peer_can_access_me && aligned(d, ep->get_align) && get_bytes <= ep->ring_size / 2;
+    // Copying wins only while the message fits one record: a copy in pieces makes the
+    // receiver drain the ring while the sender waits (on one CPU a hand-off per piece),
+    // and costs more than the receiver's one system call of SEND-GET.  And only into
+    // three quarters of the ring: a post that finds no room goes out at the sender's next
+    // call into the library (a stream that handed over its last bytes may make none for
+    // long), so the last quarter stays for SEND-GET records, which the receiver reads on
+    // its own (64 messages in flight at the default ring, more than a stream's credits).
+    if (!can_get || (len <= ep->copy_threshold && bytes <= ep->ring_size / 2)) {
+        if (bytes > ep->ring_size / 2 || (e.flags & kWqStarted))
+            return push_fragments(vi, ep, e, d, kSendFrag);
+        uint64_t pos = ring_reserve(ep, bytes, can_get ? ep->ring_size - ep->ring_size / 4 : 0);
+        if (pos != kNone) {
+            RecHdr *r = ring_record(ep, pos);
+            gather(reinterpret_cast<uint8_t *>(r + 1), d.segs, d.nseg, 0, len);
+            ring_publish(ep, pos, bytes, kSend, d.imm ? kRecImm : 0, static_cast<uint32_t>(len),
+                         d.imm_data);
+            started(e, pos, ep->produced);
+            ++vi->counters.CopySends;
+            pushed(vi, ep, e, reliable_reception(ep));
+            return Push::done;
+        }
+        if (!can_get) return Push::blocked;
+    }
+    uint64_t pos = ring_reserve(ep, get_bytes);
     if (pos == kNone) return Push::blocked;
-    RecHdr *r = ring_record(ep, pos);
-    gather(reinterpret_cast<uint8_t *>(r + 1), d.segs, d.nseg, 0, len);
-    ring_publish(ep, pos, bytes, kSend, d.imm ? kRecImm : 0, static_cast<uint32_t>(len),
+    auto *b = reinterpret_cast<SendGetBody *>(ring_record(ep, pos) + 1);
+    b->pid = static_cast<uint32_t>(self_pid());
+    b->nseg = d.nseg;
+    memcpy(b + 1, d.segs, sizeof(Segment) * d.nseg);
+    ring_publish(ep, pos, get_bytes, kSendGet, d.imm ? kRecImm : 0, static_cast<uint32_t>(len),
                  d.imm_data);
     started(e, pos, ep->produced);
-    ++vi->counters.CopySends;
-    pushed(vi, ep, e, reliable_reception(ep));
+    ++vi->counters.GetSends;
+    pushed(vi, ep, e, true); // the sender's buffer is in use until the receiver read it
     return Push::done;
 }
 
@@ -240,16 +249,17 @@ static bool take_peer_consumed(Endpoint *ep, uint64_t c) {
     return true;
 }
 
-uint64_t ring_reserve(Endpoint *ep, uint64_t bytes) {
+uint64_t ring_reserve(Endpoint *ep, uint64_t bytes, uint64_t limit) {
+    if (!limit) limit = ep->ring_size;
     bytes = round_line(bytes);
     uint64_t pos = ep->produced;
     uint64_t off = pos & ep->mask;
     uint64_t pad = off + bytes > ep->ring_size ? ep->ring_size - off : 0;
     uint64_t need = pad + bytes;
-    if (pos + need - ep->peer_consumed > ep->ring_size) {
+    if (pos + need - ep->peer_consumed > limit) {
         if (!take_peer_consumed(ep, ep->peer->consumed.load(std::memory_order_acquire)))
             return kNone;
-        if (pos + need - ep->peer_consumed > ep->ring_size) return kNone;
+        if (pos + need - ep->peer_consumed > limit) return kNone;
     }
     if (pad) {
         RecHdr *r = ring_record(ep, pos);
