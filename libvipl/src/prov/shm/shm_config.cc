@@ -10,7 +10,7 @@ namespace {
 const ConfigRow kRows[] = {
     // A threshold of 8 KiB and 16 KiB rings, not 512 B and 8 KiB: on today's hosts the
     // receiver's process_vm_readv costs more than copying a few KiB twice (one-way 1 KiB
-    // 0.4 us copied against 2.3 by SEND-GET, 4 KiB streamed 3x faster across cores), and
+    // 0.4 us copied against 2.3 by SEND-GET, 1 KiB streamed 1.7x faster across cores), and
     // what fits half a 16 KiB ring goes as one record (measured with bench-vipl).
     ROW("SHM_COPY_THRESHOLD", "8192", u32, copy_threshold, 0, 65536,
         "sends of at most this many bytes use COPY-SEND-COPY through the ring when they fit "
