@@ -411,6 +411,7 @@ static int run_with(const Options &o, Transport *const *ts, int nts) {
             bandwidth(o, *raw[0], sv[0]);
         Cmd quit{kQuit, 0, 0, 0};
         ctl_write(sv[0], &quit, sizeof quit);
+        for (int i = 0; i < nts; ++i) raw[i]->close();
         // The server closes first, so its teardown is not reported as an error there.
         uint8_t bye;
         ctl_read(sv[0], &bye, 1);

@@ -61,6 +61,10 @@ public:
     // into the transport (libvipl's copy path pushes what did not fit the ring only
     // in later calls, as a libfabric provider with manual progress does).
     virtual void finish() {}
+    // Client, once the server was told to quit: the orderly close, made while the server
+    // makes its own (a stream's close waits for the peer's acknowledgement, which only a
+    // call on the peer's side gives: no hidden thread).
+    virtual void close() {}
     virtual Counters counters() { return {}; }
 };
 

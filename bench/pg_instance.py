@@ -17,6 +17,14 @@ class PgError(Exception):
     pass
 
 
+class SlowStart(PgError):
+    """pgbench's clients connected too late to leave a measured window: a run to make
+    again (the connections are not what is measured), not a failure of the link."""
+
+    def __init__(self, seconds):
+        super().__init__(f"connecting took {seconds:.2f} s: no window left")
+
+
 def log_tail(path):
     """The end of a server log, on one line, for an error message."""
     try:

@@ -66,6 +66,10 @@ COPY_LABEL = "COPY 100 MB out"
 PLACEMENTS = {"cross": (0, 1), "same": (0, 0)}  # (client CPU, server CPU)
 PLACEMENT_LABEL = {"cross": "2 cores", "same": "1 core"}
 
+# Percentiles of each run's transaction latencies kept in results.csv (pg_<w>_lat_q<q>):
+# the report plots their medians over rounds as each link's latency distribution.
+LAT_QUANTILES = [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9]
+
 # Durations.  pgbench -T takes whole seconds; each run measures the window from WARM_S
 # after its first logged transactions (every client connected) to END_S before pgbench's
 # own end, so connecting, preparing and pgbench's exit stay out of it (~0.8 s).  Measured

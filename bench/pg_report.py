@@ -228,3 +228,39 @@ def plot(rep):
     fig.savefig(os.path.join(rep.out, "pg.png"), dpi=110)
     plt.close(fig)
     rep.emit("[TPS per workload and link (pg.png)](pg.png)", "", "![database](pg.png)", "")
+    plot_latency(rep, plt)
+
+
+def plot_latency(rep, plt):
+    """Each link's transaction latency distribution per workload and placement: the
+    percentiles of plan.LAT_QUANTILES, each the median over rounds (pg_latency.png)."""
+    qs = plan.LAT_QUANTILES
+    fig, axes = plt.subplots(len(PLACEMENTS), len(WORKLOADS), figsize=(16, 7), squeeze=False)
+    drawn = False
+    for row, placement in zip(axes, PLACEMENTS):
+        for ax, w in zip(row, WORKLOADS):
+            for link in LINKS:
+                pts = [(rep.get(f"pg_{w.name}_lat_q{q:g}", link.name, placement, w.clients), q)
+                       for q in qs]
+                pts = [(v, q) for v, q in pts if v is not None]
+                if pts:
+                    ax.plot([v for v, _ in pts], [q for _, q in pts], marker=".",
+                            label=link.label)
+                    drawn = True
+            ax.set_xscale("log")
+            ax.set_title(f"{w.label}, {PLACEMENT_LABEL[placement]}", fontsize=9)
+            ax.set_xlabel("latency per transaction (us, log scale)", fontsize=8)
+            ax.set_yticks([1, 25, 50, 75, 99])
+            ax.grid(True, which="both", alpha=0.3)
+        row[0].set_ylabel("percentile")
+    if not drawn:
+        plt.close(fig)
+        return
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(rep.out, "pg_latency.png"), dpi=110)
+    plt.close(fig)
+    rep.emit("Latency distributions: percentiles " + ", ".join(f"{q:g}" for q in qs) +
+             " of each run's transactions (pgbench's log, the measured window), the median "
+             "of each over rounds; the further left a curve, the faster the link.", "",
+             "![database latency distributions](pg_latency.png)", "")

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import pg_plan as plan
-from pg_instance import Instance, PgError, as_postgres, pg, sh
+from pg_instance import Instance, PgError, SlowStart, as_postgres, pg, sh
 from pg_plan import COPY_BYTES, LINKS, PLACEMENTS, WORKLOADS
 from pg_proc import Perf, ProbeError, Snap, cmdline, grown, sleep_until, stat_grown
 
@@ -208,7 +208,15 @@ class PgPart:
             if w.name == "tpcb":
                 inst.admin(*TPCB_RESET)
             inst.pin(s)
-            win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf)
+            try:
+                win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf)
+            except SlowStart as e:  # once more; a second slow start is reported
+                print(f"  db: {bench} {link.name} {placement}: {e}: once more", flush=True)
+                for path in glob.glob(prefix + ".*"):
+                    os.unlink(path)
+                if w.name == "tpcb":
+                    inst.admin(*TPCB_RESET)
+                win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf)
             self.check_links(inst, win, w.clients)
         except RUN_ERRORS as e:
             self.r.fail(bench, link.name, placement, why(e))
@@ -237,7 +245,7 @@ class PgPart:
             t_go = time.time()
             end = t_launch + plan.PGBENCH_S - plan.END_S  # pgbench's clock starts later
             if end - (t_go + plan.WARM_S) < MIN_WINDOW_S:
-                raise PgError(f"connecting took {t_go - t_launch:.2f} s: no window left")
+                raise SlowStart(t_go - t_launch)
             if want_perf and self.perf_tool:
                 sleep_until(t_go + plan.WARM_S / 2)  # connected: the pids are known
                 perf = Perf(self.perf_tool, inst.processes() + [p.pid], self.logs, self.seq)
@@ -400,6 +408,8 @@ class PgPart:
             add("tps", n / (s2.t - s1.t), "tx/s", n)
             add("lat_mean", statistics.fmean(lat), "us", n)
             add("lat_p99", lat[math.ceil(0.99 * len(lat)) - 1], "us", n)
+            for q in plan.LAT_QUANTILES:
+                add(f"lat_q{q:g}", lat[max(0, math.ceil(q / 100 * len(lat)) - 1)], "us", n)
         cs, cc = grown(s1, s2, "cpu", win.server), grown(s1, s2, "cpu", win.client)
         add("cpu", (cs + cc) / 1000 / n, f"us/{per}", n)
         add("cpu_server", cs / 1000 / n, f"us/{per}", n)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Turns OUT_DIR/results.csv and meta.json into report.md, latency.png, bandwidth.png and
-pg.png (the database section, pg_report.py) and table2.png (Table 2, t2_report.py).
+"""Turns OUT_DIR/results.csv and meta.json into report.md, latency.png, bandwidth.png,
+orb.png (Table 3, orb_plot.py), pg.png and pg_latency.png (the database section,
+pg_report.py) and table2.png (Table 2, t2_report.py).
 
 Usage: report.py OUT_DIR
 """
@@ -9,6 +10,7 @@ import json
 import os
 import sys
 
+import orb_plot
 import pg_report
 import t2_report
 
@@ -514,6 +516,7 @@ class Report:
         self.table(["transport", "placement", "null RT (us)", "1 KiB RT (us)", "calls/s",
                     "paper null RT (us)", "paper 1 KiB RT (us)"], rows)
         self.table3_ratios()
+        orb_plot.plot(self, PLACEMENTS, ORB_TRANSPORTS, PAPER_ORB_SOCKET_US, PAPER_ORB_VIA_US)
 
     def table3_ratios(self):
         rt = lambda t, p, size: self.get("orb_rt_p50", t, p, size)
@@ -724,7 +727,8 @@ class Report:
             ax.set_xlabel("message size")
             ax.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("us (median; log scale)")
-        axes[0].legend(fontsize=8)
+        if axes[0].get_legend_handles_labels()[0]:  # a part that did not run draws nothing
+            axes[0].legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(self.out, "latency.png"), dpi=110)
         plt.close(fig)
@@ -744,7 +748,8 @@ class Report:
             ax.set_xlabel("message size")
             ax.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("GB/s (log scale)")
-        axes[0].legend(fontsize=8)
+        if axes[0].get_legend_handles_labels()[0]:  # a part that did not run draws nothing
+            axes[0].legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(os.path.join(self.out, "bandwidth.png"), dpi=110)
         plt.close(fig)
@@ -761,6 +766,10 @@ class Report:
                   "blocking mode: `VIPL_SPIN_US=0`. Load average before / after the run: "
                   f"{m.get('load_before', '?')} / {m.get('load_after', '?')} (other work on "
                   "the machine inflates the spread between rounds).", "")
+        if m.get("interrupted"):
+            self.emit(f"**Partial report: the run was interrupted at {m['interrupted']}.** "
+                      "Figures are the medians of the rounds that ran; parts not reached "
+                      "show as not measured.", "")
         self.targets()
         self.paper()
         self.latency()

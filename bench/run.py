@@ -12,6 +12,8 @@ it hangs.  VIPL_BENCH_PARTS (comma-separated, default all) picks the parts:
 latency, bandwidth, table5, namespaces, orb, interposer, db, table2 (per round; table2 in
 VIPL_T2_ROUNDS of them, spread), scale (once).
 VIPL_BENCH_QUICK=1 is a first look: one round unless VIPL_BENCH_ROUNDS says otherwise.
+Progress: each part as it starts, with an estimate of the time left.  SIGINT, SIGTERM or
+SIGHUP stop the run where it is: what was measured is written and the exit status is 130.
 """
 import csv
 import json
@@ -72,6 +74,10 @@ DB_VARIANTS = ["unix-path", "tcp"]
 # Table 2 (OLTP scaling of PostgreSQL nodes joined by PL/Proxy): t2_plan.py.
 ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interposer", "db",
                "table2"]
+ONCE_PARTS = ["diagnose", "scale"]  # after the rounds
+# What the once-only parts took on a 2-core host, for the estimate of time left before they
+# have run (diagnose: perf stat where the db rounds missed a target; scale: VI fleets).
+ONCE_GUESS_S = {"diagnose": 45, "scale": 50}
 ALL_PARTS = ROUND_PARTS + ["scale"]
 PARTS = [p for p in os.environ.get("VIPL_BENCH_PARTS", ",".join(ALL_PARTS)).split(",") if p]
 
@@ -158,6 +164,10 @@ class Runner:
         self.net = None
         self.db = None  # PgPart, made at the first round that runs the part
         self.t2 = None  # Table2Part, the same
+        self.start = None
+        self.part_s = {}  # part -> seconds it took the last time it ran: the estimate
+        self.at = None  # (round, part) running now: where an interrupted run stopped
+        self.interrupted = None
 
     # ------------------------------------------------------------ helpers
     def binary(self, name):
@@ -190,6 +200,10 @@ class Runner:
             kill_group(p)
             p.communicate()
             raise Failure(f"timed out after {timeout} s and was killed")
+        except BaseException:  # an interrupt: the child is in a session of its own
+            kill_group(p)
+            p.wait()
+            raise
         if p.returncode != 0:
             raise Failure(f"exit status {p.returncode}: {tail(err)}")
         return out
@@ -499,14 +513,45 @@ class Runner:
                     self.paper_example(servers, clients, share)
 
     # ------------------------------------------------------------ plan
+    def round_parts(self, r):
+        """The parts round r runs (Table 2 runs in some rounds only)."""
+        t2 = Table2Part.schedule(ROUNDS)
+        return [p for p in ROUND_PARTS if p in PARTS and (p != "table2" or r in t2)]
+
+    def left_s(self, r, part):
+        """Seconds left from part of round r on, from what each part took last time; None
+        until every part still to come has run once (after the first round)."""
+        once = [p for p in ONCE_PARTS if p in PARTS or p == "diagnose"]
+        if part in once:
+            todo = once[once.index(part):]
+        else:
+            todo = [p for rr in range(r, ROUNDS + 1) for p in self.round_parts(rr)]
+            todo = todo[self.round_parts(r).index(part):] + once
+        if any(p not in self.part_s and p not in ONCE_GUESS_S for p in todo):
+            return None
+        return sum(self.part_s.get(p, ONCE_GUESS_S.get(p, 0)) for p in todo)
+
+    def progress(self, r, part):
+        self.at = (r, part)
+        left = self.left_s(r, part)
+        eta = f", about {left / 60:.0f} min left" if left is not None else \
+            ", time left known after round 1"
+        print(f"round {r}/{ROUNDS}: {part} ({time.monotonic() - self.start:.0f} s so far{eta})",
+              flush=True)
+
+    def timed(self, r, part, fn):
+        self.progress(r, part)
+        t0 = time.monotonic()
+        fn()
+        self.part_s[part] = time.monotonic() - t0
+
     def one_round(self):
         parts = {"latency": self.latency_round, "bandwidth": self.bandwidth_round,
                  "table5": self.table5_round, "namespaces": self.across_namespaces,
                  "orb": self.orb_round, "interposer": self.interposer_round,
                  "db": self.db_round, "table2": self.table2_round}
-        for part in ROUND_PARTS:
-            if part in PARTS:
-                parts[part]()
+        for part in self.round_parts(self.round):
+            self.timed(self.round, part, parts[part])
 
     def latency_round(self):
         for placement in PLACEMENTS:
@@ -611,24 +656,25 @@ class Runner:
         os.makedirs(self.out, exist_ok=True)
         self.started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         self.load_before = load_average()
-        start = time.monotonic()
+        start = self.start = time.monotonic()
         wants_net = os.geteuid() == 0 and ("namespaces" in PARTS or "db" in PARTS
                                               or "table2" in PARTS)
         self.net = NetPair().__enter__() if wants_net else None
         try:
             for r in range(1, ROUNDS + 1):
                 self.round = r
-                print(f"round {r}/{ROUNDS} ({time.monotonic() - start:.0f} s so far)", flush=True)
                 self.one_round()
-            if self.db:
-                print(f"db: perf stat where targets were missed "
-                      f"({time.monotonic() - start:.0f} s so far)", flush=True)
-                self.db.diagnose()
-            if self.t2:
-                self.t2.finish()
+            # perf stat where the rounds' medians missed a target (db, then Table 2).
+            self.timed(ROUNDS, "diagnose", self.diagnose)
             if "scale" in PARTS:
-                print(f"VI scale and sharing ({time.monotonic() - start:.0f} s so far)", flush=True)
-                self.scale()
+                self.timed(ROUNDS, "scale", self.scale)
+        except KeyboardInterrupt:
+            # Ctrl-C, or SIGTERM/SIGHUP (main() turns them into this): keep what was measured.
+            r, part = self.at or (self.round, "set-up")
+            self.interrupted = f"round {r} of {ROUNDS}, {part}"
+            if self.t2:
+                self.t2.speedups()  # from the rounds that ended
+            print(f"interrupted at {self.interrupted}: writing a partial report", flush=True)
         finally:
             if self.db:
                 self.db.close()
@@ -639,7 +685,15 @@ class Runner:
                 self.net.__exit__(None, None, None)
         elapsed = time.monotonic() - start
         self.write(elapsed)
+        if self.interrupted:
+            sys.exit(130)
         print(f"done in {elapsed:.0f} s: {self.out}/results.csv", flush=True)
+
+    def diagnose(self):
+        if self.db:
+            self.db.diagnose()
+        if self.t2:
+            self.t2.finish()
 
     def write(self, elapsed):
         with open(os.path.join(self.out, "raw.csv"), "w", newline="") as fh:
@@ -667,7 +721,7 @@ class Runner:
             notes=self.notes, lat_iters=LAT_ITERS, lat_max_ms=LAT_MAX_MS, bw_bytes=BW_BYTES,
             slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US, scale_vis=SCALE_VIS,
             scale_rings=SCALE_RINGS, paper_sizes=PAPER_SIZES, paper_reps=PAPER_REPS,
-            orb_iters=ORB_ITERS, parts=PARTS)
+            orb_iters=ORB_ITERS, parts=PARTS, interrupted=self.interrupted)
         with open(os.path.join(self.out, "meta.json"), "w") as fh:
             json.dump(meta, fh, indent=1)
 
@@ -723,4 +777,12 @@ if __name__ == "__main__":
     unknown = sorted(set(PARTS) - set(ALL_PARTS))
     if unknown:
         sys.exit(f"VIPL_BENCH_PARTS: unknown {', '.join(unknown)} (parts: {', '.join(ALL_PARTS)})")
+    def interrupt(signum, frame):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # once: the clean-up must not be cut short
+        raise KeyboardInterrupt
+
+    # SIGINT too: a shell without job control starts background jobs with it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
     Runner(sys.argv[1], sys.argv[2]).main()

@@ -22,7 +22,7 @@ namespace {
 class SockPeer : public Peer {
 public:
     SockPeer(int fd, uint64_t max) : fd_(fd), buf_(std::max<uint64_t>(max, 1)) {}
-    ~SockPeer() override { close(fd_); }
+    ~SockPeer() override { ::close(fd_); }
     void ping(uint64_t size) override {
         size_t n = std::max<uint64_t>(size, 1);
         write_all(fd_, buf_.data(), n, "socket");

@@ -52,7 +52,10 @@ protected:
 class StreamPeer : public MessagePeer {
 public:
     StreamPeer(vipl::Stream s, uint64_t max) : s_(std::move(s)), buf_(std::max<uint64_t>(max, 1)) {}
-    ~StreamPeer() override { s_.close(vipl::deadline_in(std::chrono::seconds(5))); }
+    ~StreamPeer() override { close(); }
+    void close() override {
+        if (s_) s_.close(vipl::deadline_in(std::chrono::seconds(5)));
+    }
     void ping(uint64_t size) override {
         put(size);
         get(size);
@@ -97,6 +100,10 @@ public:
         : s_(ioc_, std::move(s)), buf_(std::max<uint64_t>(max, 1)) {}
     void ping(uint64_t size) override { exchange(size, true); }
     void pong(uint64_t size) override { exchange(size, false); }
+    void close() override {
+        vipl::Stream s = s_.release();
+        if (s) s.close(vipl::deadline_in(std::chrono::seconds(5)));
+    }
 
 private:
     static void check(const boost::system::error_code &ec, const char *what) {

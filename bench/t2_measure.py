@@ -17,7 +17,7 @@ import tempfile
 import time
 
 import t2_plan as plan
-from pg_instance import PgError, pg
+from pg_instance import PgError, SlowStart, pg
 from pg_proc import Perf, ProbeError, cpu_ns, sleep_until, vipl_stat
 from t2_nodes import parallel
 
@@ -108,7 +108,7 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
         t_go = time.time()
         end = t_launch + seconds  # pgbench's own clock starts later: END_S s at least
         if end - (t_go + plan.WARM_S) < 0.3:
-            raise PgError(f"connecting took {t_go - t_launch:.2f} s: no window left")
+            raise SlowStart(t_go - t_launch)
         if perf:  # attached before the window: its start-up is not counted
             sleep_until(t_go + plan.WARM_S / 2)
             counter = Perf(perf, [p for n in nodes for p in n.processes()], logdir, tag)

@@ -21,7 +21,7 @@ import statistics
 import time
 
 import t2_plan as plan
-from pg_instance import PgError
+from pg_instance import PgError, SlowStart
 from pg_proc import ProbeError
 from t2_measure import measure, percentile, write_scripts
 from t2_net import Bridge
@@ -35,17 +35,22 @@ class Table2Part:
         self.r = runner
         self.n = plan.NODES
         self.vipl_run = os.path.join(runner.build, "db-interconnect", "vipl-run")
-        k = min(plan.ROUNDS, total_rounds)
-        # This part's rounds, evenly spread over run.py's.
-        self.rounds = sorted({1 + round(i * (total_rounds - 1) / max(1, k - 1))
-                              for i in range(k)}) if k > 1 else [1]
+        self.rounds = self.schedule(total_rounds)
         self.done_rounds = 0
         self.cluster = None
         self.own_net = None  # a bridge of our own when run.py's NetPair does not fit
         self.error = None
         self.started = None
         self.cur = {}
-        self.tps = []  # (round, workload, link, p, TPS) of every run, for finish()
+        self.tps = []  # (round, workload, link, p, TPS) of every run, for speedups()
+        self.speedups_done = False
+
+    @staticmethod
+    def schedule(total_rounds):
+        """This part's rounds, evenly spread over run.py's."""
+        k = min(plan.ROUNDS, total_rounds)
+        return sorted({1 + round(i * (total_rounds - 1) / max(1, k - 1))
+                       for i in range(k)}) if k > 1 else [1]
 
     # ------------------------------------------------------------- setup
     def setup(self):
@@ -145,9 +150,14 @@ class Table2Part:
         bench = f"t2_{w.name}"
         scripts = [(self.scripts[f"{w.name}-local"], 100 - p),
                    (self.scripts[f"{w.name}-remote"], p)]
+        args = (self.cluster, link, self.n, list(range(self.n)), scripts, plan.CLIENTS,
+                plan.PGBENCH_S, self.logs, p > 0)
         try:
-            run = measure(self.cluster, link, self.n, list(range(self.n)), scripts,
-                          plan.CLIENTS, plan.PGBENCH_S, self.logs, p > 0)
+            try:
+                run = measure(*args)
+            except SlowStart as e:  # once more (measure restarts the nodes); then it counts
+                print(f"  table2: {w.name} p={p} {link.name}: {e}: once more", flush=True)
+                run = measure(*args)
         except RUN_ERRORS as e:
             self.r.fail(bench, link.name, self.placement(), f"p={p}: {e}")
             return
@@ -196,8 +206,15 @@ class Table2Part:
             self.cpu_split(f"t2_{name}", w, link, p, runs[0])
 
     def finish(self):
-        """The speedups, once every round's baselines are in.  2PC's local transactions
-        are TPC-B-like's: the same baseline."""
+        self.speedups()
+        self.diagnose()
+
+    def speedups(self):
+        """The speedups, once every round's baselines are in (or the run was interrupted).
+        2PC's local transactions are TPC-B-like's: the same baseline."""
+        if self.speedups_done:
+            return
+        self.speedups_done = True
         keep = self.r.round
         for w in plan.WORKLOADS + [plan.TWO_PC]:
             base_name = "tpcb" if w.name == "2pc" else w.name
@@ -211,7 +228,6 @@ class Table2Part:
                     self.r.round = rnd
                     self.add(f"t2_{w.name}_speedup", link, p, t / base, "x", 1)
         self.r.round = keep
-        self.diagnose()
 
     def diagnose(self):
         """perf stat (system calls, context switches of every server process) of one more
