@@ -33,7 +33,7 @@ bool would_block(const std::error_code &ec) {
 
 Connection::Connection(Stream stream, std::shared_ptr<Selector> selector, std::string myaddr,
                        std::string peeraddr)
-    : stream_(std::move(stream)), fd_(stream_.fd()),
+    : stream_(std::move(stream)), fd_(stream_.wait_fd()),
       shutdown_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       progress_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), selector_(std::move(selector)),
       my_(std::move(myaddr)), peer_(std::move(peeraddr)) {
@@ -62,22 +62,21 @@ auto Connection::locked(Op op, bool sending) {
     return r;
 }
 
+bool Connection::ready_or_armed(short want, bool sending) {
+    short ev = locked([&] { return stream_.arm(want); }, sending);
+    return (ev & (want | POLLERR | POLLHUP)) != 0;
+}
+
 bool Connection::wait(int timeout_ms) {
+    if (ready_or_armed(POLLIN)) return true;
     pollfd fds[2] = {{fd_, POLLIN, 0}, {shutdown_fd_, POLLIN, 0}};
     return poll(fds, 2, timeout_ms) > 0;
 }
 
 bool Connection::readable_now() {
-    bool broken = locked(
-        [&] {
-            std::error_code ec;
-            stream_.progress(ec);
-            return static_cast<bool>(ec);
-        },
-        false);
-    if (broken) return true; // a read would report it
-    pollfd p{fd_, POLLIN, 0};
-    return poll(&p, 1, 0) > 0;
+    // events() takes what arrived first; an error or the end reads as POLLIN too.
+    short ev = locked([&] { return stream_.events(); }, false);
+    return (ev & (POLLIN | POLLERR | POLLHUP)) != 0;
 }
 
 SpinBudget Connection::spin_budget() const {
@@ -124,6 +123,7 @@ int Connection::transfer(const omni_time_t &deadline, bool sending, Op op) {
         }
         int t = ms_until(deadline);
         if (t == 0) return 0;
+        if (ready_or_armed(sending ? POLLOUT : POLLIN, sending)) continue; // look again
         pollfd fds[3] = {{fd_, POLLIN, 0}, {shutdown_fd_, POLLIN, 0}, {progress_fd_, POLLIN, 0}};
         int ready = poll(fds, sending ? 3 : 2, t);
         if (sending && fds[2].revents) {

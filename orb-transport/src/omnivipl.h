@@ -132,13 +132,21 @@ public:
     CORBA::Boolean isSelectable() override;
     CORBA::Boolean Peek() override;
 
+    // The stream's wait fd (Stream::wait_fd()): quiet until ready_or_armed() armed it,
+    // so a peer rings it only while this side may sleep, not for every message (a
+    // stream whose fd() was handed out arms after every call: a system call per message
+    // at each end, most of a round trip's cost when both share a CPU).
     int fd() const { return fd_; }
     // True when a read would return something now (data, end or error); moves the
     // stream first, so that a spurious wake-up of fd() (a send completion, a credit)
     // reports false.  Takes the stream's lock briefly.
     bool readable_now();
-    // Waits until fd() or shutdown is readable, at most timeout_ms (-1: no limit).
-    // Returns false on timeout.
+    // After the caller's last look, before it polls fd(): true if the stream has `want`
+    // (or an error) now, else arms fd() for the next event and returns false (what
+    // came since the look makes fd() readable at once).  `sending`: called by a Send.
+    bool ready_or_armed(short want, bool sending = false);
+    // Waits until fd() or shutdown is readable, at most timeout_ms (-1: no limit),
+    // arming fd() first.  Returns false on timeout.
     bool wait(int timeout_ms);
     bool is_shutdown() const { return shutdown_.load(std::memory_order_acquire); }
 

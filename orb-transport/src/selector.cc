@@ -6,6 +6,7 @@
 // the selector's.
 #include "omnivipl.h"
 
+#include <algorithm>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -83,6 +84,7 @@ bool Selector::is_selectable(Connection *c) {
 bool Selector::select(omni::giopConnection::notifyReadable_t func, void *cookie, int extra_fd) {
     std::vector<pollfd> fds;
     std::vector<Connection *> conns;
+    std::vector<bool> ready; // per conns: found ready before the poll
     int timeout;
     {
         std::lock_guard lock(mu_);
@@ -112,15 +114,20 @@ bool Selector::select(omni::giopConnection::notifyReadable_t func, void *cookie,
         for (Connection *c : polled_) {
             Entry *e = find(c);
             if (!e || !e->polled || !e->selectable) continue;
+            // Its fd is quiet until armed; one found ready needs no wait.
+            bool now = c->ready_or_armed(POLLIN);
+            if (now) timeout = 0;
             fds.push_back({c->fd(), POLLIN, 0});
             conns.push_back(c);
+            ready.push_back(now);
         }
     }
 
     int n = poll(fds.data(), fds.size(), timeout);
     bool extra_ready = false;
     std::lock_guard lock(mu_);
-    if (n <= 0) {
+    bool any_ready = std::find(ready.begin(), ready.end(), true) != ready.end();
+    if (n <= 0 && !any_ready) {
         if (n == 0 && idle_ > 0) --idle_;
         return false;
     }
@@ -135,7 +142,7 @@ bool Selector::select(omni::giopConnection::notifyReadable_t func, void *cookie,
         first_conn = 2;
     }
     for (size_t i = first_conn; i < fds.size(); ++i) {
-        if (!fds[i].revents) continue;
+        if (!fds[i].revents && !ready[i - first_conn]) continue;
         Connection *c = conns[i - first_conn];
         Entry *e = find(c);
         if (!e || !e->polled || !e->selectable) continue;
