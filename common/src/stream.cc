@@ -250,14 +250,14 @@ int Stream::wait_fd() const noexcept {
     return impl_ && impl_->vi ? impl_->vi_fd : -1;
 }
 
-short Stream::arm(short want, bool looked) noexcept {
+short Stream::arm(short want, bool looked, bool any_event) noexcept {
     if (!is_open()) return 0;
     Impl::Guard g(*impl_);
     if (!looked) impl_->progress();
     short ev = impl_->events();
     if (ev & (want | POLLERR | POLLHUP)) return ev;
     // Arming also makes the fd readable at once for what came since the look.
-    VipArmViWaitFdEx(impl_->vi, impl_->arm_events(!(want & POLLOUT)));
+    VipArmViWaitFdEx(impl_->vi, any_event ? VIP_ARM_ANY : impl_->arm_events(!(want & POLLOUT)));
     return ev;
 }
 

@@ -3,17 +3,20 @@
 // AsioStream meets Asio's AsyncReadStream, AsyncWriteStream, SyncReadStream and
 // SyncWriteStream requirements: boost::asio::async_read/async_write/read/write and
 // everything built on them work on it.  It owns the Stream, puts it in non-blocking
-// mode, and waits on Stream::fd() with a posix::stream_descriptor that never owns the fd
-// (it is released, not closed, before the Stream goes).
+// mode, and waits on Stream::wait_fd() with a posix::stream_descriptor that never owns
+// the fd (it is released, not closed, before the Stream goes).
 //
-// Asynchronous operations try the Stream at once and, when it would block, wait for the
-// fd to be readable (set_fd_events() asks for POLLIN while a read waits and POLLOUT while
-// a write waits) and try again.  Handlers are never called from inside the initiating
-// function.  At most one read and one write may be outstanding at a time (as for
-// sockets).  Data moves inside these operations, and what a completed write left held
-// back by flow control leaves as credits come while the io_context runs (a wait of
-// the AsioStream's own on the fd), as a socket's kernel would send it.  Otherwise a
-// Stream with no operation outstanding takes nothing in.
+// Asynchronous operations try the Stream at once and, when it would block, arm the wait
+// fd (Stream::arm(): for arrivals while only reads wait, for any event while a write
+// waits for room) and wait for it to be readable, then try again; one that finds the
+// Stream ready when it arms tries again through the executor.  The wait fd stays quiet
+// until armed, so the peer rings it only while an operation here waits (Stream::fd(),
+// armed after every call, would cost a system call per message at each end).  Handlers are never
+// called from inside the initiating function.  At most one read and one write may be outstanding at
+// a time (as for sockets).  Data moves inside these operations, and what a completed write left
+// held back by flow control leaves as credits come while the io_context runs (a wait of the
+// AsioStream's own on the fd), as a socket's kernel would send it.  Otherwise a Stream with no
+// operation outstanding takes nothing in.
 //
 // Errors: boost::system::error_code; conditions from the Stream keep their std::errc
 // value in boost's generic category (so `ec == boost::asio::error::connection_reset`
@@ -85,9 +88,9 @@ public:
     // whose operations fail with not_connected.
     AsioStream(const executor_type &ex, Stream stream) : stream_(std::move(stream)), sd_(ex) {
         stream_.set_nonblocking(true);
-        stream_.set_fd_events(0);
+        stream_.set_fd_events(0); // fd() unused: a program that polled it polls no more
         boost::system::error_code ec;
-        if (stream_.fd() >= 0) sd_.assign(stream_.fd(), ec);
+        if (stream_.wait_fd() >= 0) sd_.assign(stream_.wait_fd(), ec);
     }
     template <class Context,
               std::enable_if_t<std::is_convertible_v<Context &, boost::asio::execution_context &>,
@@ -190,7 +193,11 @@ private:
             if (would_block) {
                 state = waiting;
                 s->start_waiting(Read);
-                s->sd_.async_wait(boost::asio::posix::descriptor_base::wait_read, std::move(self));
+                if (s->arm(Read))
+                    s->sd_.async_wait(boost::asio::posix::descriptor_base::wait_read,
+                                      std::move(self));
+                else
+                    boost::asio::post(std::move(self)); // ready since the look: again
                 return;
             }
             if (state == starting) {
@@ -268,17 +275,17 @@ private:
         return n;
     }
 
-    void start_waiting(bool read) {
-        waiting_[read]++;
-        update_fd_events();
-    }
+    void start_waiting(bool read) { waiting_[read]++; }
     void stop_waiting(bool read) {
         if (waiting_[read] > 0) waiting_[read]--;
-        update_fd_events();
     }
-    void update_fd_events() {
-        stream_.set_fd_events(
-            static_cast<short>((waiting_[1] ? POLLIN : 0) | (waiting_[0] ? POLLOUT : 0)));
+    // After an operation's look found nothing: arms the wait fd, or false when the
+    // Stream is ready for it (or broken) already.  One arming serves every waiter of the
+    // fd, so it covers any event while a write or a flush waits.
+    bool arm(bool read) {
+        short want = read ? POLLIN : POLLOUT;
+        short ev = stream_.arm(want, true, !read || waiting_[0] > 0 || flushing_);
+        return !(ev & (want | POLLERR | POLLHUP));
     }
     void release_fd() noexcept {
         if (sd_.is_open()) {
@@ -301,6 +308,8 @@ private:
     }
     void keep_flushing() {
         if (flushing_ || !sd_.is_open() || !stream_.holds_back()) return;
+        // Broken: nothing more will leave, and an error leaves the fd unarmed.
+        if (stream_.arm(0, true, true) & (POLLERR | POLLHUP)) return;
         flushing_ = true;
         sd_.async_wait(boost::asio::posix::descriptor_base::wait_read,
                        [this](const boost::system::error_code &ec) {
@@ -314,7 +323,7 @@ private:
 
     Stream stream_;
     boost::asio::posix::stream_descriptor sd_;
-    unsigned waiting_[2] = {0, 0}; // [0] writes, [1] reads waiting on the fd
+    unsigned waiting_[2] = {0, 0}; // [0] writes, [1] reads waiting on the fd (arm())
     bool flushing_ = false;        // keep_flushing() waits on the fd
 };
 

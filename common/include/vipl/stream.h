@@ -296,9 +296,13 @@ public:
     // nothing wanted.  Without ready_fd only; -1 for an empty stream.  `looked`: the
     // caller called events() just before, so arm() takes nothing first (on tcp that
     // would be a second recv() finding nothing): what came since makes the wait fd
-    // readable at once all the same.
+    // readable at once all the same.  `any_event`: armed for every event of the VI, the
+    // peer taking what this side sent included, as a wait for write room needs, even
+    // when `want` is POLLIN (another waiter on the same fd waits for room); otherwise a
+    // wait for POLLIN alone, with nothing of ours in flight, hears of arrivals only (the
+    // peer then rings for what it sends, not for what it takes).
     int wait_fd() const noexcept;
-    short arm(short want, bool looked = false) noexcept;
+    short arm(short want, bool looked = false, bool any_event = false) noexcept;
 
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
