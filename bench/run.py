@@ -54,7 +54,7 @@ STREAM_LAT_SIZES = [8, 64, 1024, 4096, 16384, 65536]
 # VI scale and the paper's sharing example: once per run (they measure
 # memory and set-up, seconds each, not a noisy latency).
 SCALE_VIS = int(os.environ.get("VIPL_BENCH_SCALE_VIS", "131072"))
-# VIPL_SHM_RING_SIZE: what a host of many VIs sets (the default 16 KiB favours speed
+# VIPL_SHM_RING_SIZE: what a host of many VIs sets (the default 128 KiB favours speed
 # per message over VIs per host) and the smallest.
 SCALE_RINGS = ["8192", "2048"]
 PAPER_SIZES = [(8, 64), (16, 256)]  # server processes x client processes

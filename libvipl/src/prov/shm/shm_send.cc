@@ -5,6 +5,7 @@
 #include "core/vi.h"
 #include "prov/shm/shm.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace vipl::shm {
@@ -13,6 +14,9 @@ namespace {
 constexpr uint16_t kAwaitAck = kWqProv1;  // completes when the peer consumed up to ring_end
 constexpr uint16_t kAwaitResp = kWqProv2; // RDMA read answered through the ring
 constexpr uint16_t kDataMoved = kWqProv3; // RDMA write done, immediate record still to send
+// SEND-GET records (64 bytes each) kept free of copies at a ring's end: a stream's 24
+// receive credits fit with room to spare.
+constexpr uint64_t kGetReserve = 64;
 
 // What a send-queue entry's provider words (WqEntry::p0..p2) hold here.
 // The out-ring position past the entry's last record: done once the peer consumed it.
@@ -113,15 +117,16 @@ Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
         ep->peer_can_access_me && aligned(d, ep->get_align) && get_bytes <= ep->ring_size / 2;
     // Copying wins only while the message fits one record: a copy in pieces makes the
     // receiver drain the ring while the sender waits (on one CPU a hand-off per piece),
-    // and costs more than the receiver's one system call of SEND-GET.  And only into
-    // three quarters of the ring: a post that finds no room goes out at the sender's next
+    // and costs more than the receiver's one system call of SEND-GET.  And only up to a
+    // reserve at the ring's end: a post that finds no room goes out at the sender's next
     // call into the library (a stream that handed over its last bytes may make none for
-    // long), so the last quarter stays for SEND-GET records, which the receiver reads on
-    // its own (64 messages in flight at the default ring, more than a stream's credits).
+    // long), so the reserve stays for SEND-GET records, which the receiver reads on its
+    // own (kGetReserve of them, more than a stream's credits; a quarter of a small ring).
     if (!can_get || (len <= ep->copy_threshold && bytes <= ep->ring_size / 2)) {
         if (bytes > ep->ring_size / 2 || (e.flags & kWqStarted))
             return push_fragments(vi, ep, e, d, kSendFrag);
-        uint64_t pos = ring_reserve(ep, bytes, can_get ? ep->ring_size - ep->ring_size / 4 : 0);
+        uint64_t reserve = std::min<uint64_t>(ep->ring_size / 4, kGetReserve * 64);
+        uint64_t pos = ring_reserve(ep, bytes, can_get ? ep->ring_size - reserve : 0);
         if (pos != kNone) {
             RecHdr *r = ring_record(ep, pos);
             gather(reinterpret_cast<uint8_t *>(r + 1), d.segs, d.nseg, 0, len);
