@@ -45,7 +45,12 @@ Connection::~Connection() {
     selector_->remove(this);
     {
         std::lock_guard lock(mu_);
-        stream_.close(deadline_in(options().stream.linger));
+        // The orderly close, ended by the Closer: this returns at once.
+        stream_.finish();
+        if (stream_.finished())
+            stream_.close(Deadline{});
+        else
+            Closer::instance().add(std::move(stream_), deadline_in(options().stream.linger));
     }
     if (shutdown_fd_ >= 0) close(shutdown_fd_);
     if (progress_fd_ >= 0) close(progress_fd_);

@@ -4,6 +4,7 @@
 //   identity.cc    this host's identity, published in IORs
 //   ior.cc         the IOR component: encodeIOR / decodeIOR interceptors
 //   selector.cc    the server loop: poll over connections, lazy setSelectable, Peek
+//   closer.cc      the orderly close of let-go connections, off omniORB's threads
 //   connection.cc  one Stream as a giopConnection (Send/Recv/Shutdown)
 //   address.cc     giopAddress: Connect
 //   active.cc      giopActiveConnection / giopActiveCollection (bidirectional GIOP)
@@ -25,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace vipl::orb {
@@ -110,6 +112,35 @@ private:
     Clock::time_point next_scan_{};
     std::vector<Connection *> polled_; // the connections of the last scan
     int wake_fd_ = -1;
+};
+
+// ---------------------------------------------------------------- closer.cc
+// Ends the orderly close of streams omniORB has let go.  A Connection's destructor
+// calls finish() (what was written leaves, then the end of stream) and hands the stream
+// here, so it returns at once as a socket's close does: omniORB's shutdown waits only
+// a bounded time for its threads, and a destructor blocked on an idle peer's
+// acknowledgement (up to the linger) made it free state a worker still used.  One
+// thread of ours, started at the first hand-over, lets each stream go once the peer
+// has taken everything (finished()) or its deadline passed; at exit the rest get what
+// is left of their deadlines.
+class Closer {
+public:
+    static Closer &instance();
+    void add(Stream s, Deadline deadline);
+    ~Closer();
+
+private:
+    struct Lingering {
+        Stream stream;
+        Deadline deadline;
+    };
+    void run();
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<Lingering> lingering_;
+    std::thread thread_;
+    bool stop_ = false;
 };
 
 // ---------------------------------------------------------------- connection.cc
