@@ -58,7 +58,8 @@ SCALE_VIS = int(os.environ.get("VIPL_BENCH_SCALE_VIS", "131072"))
 # per message over VIs per host) and the smallest.
 SCALE_RINGS = ["8192", "2048"]
 PAPER_SIZES = [(8, 64), (16, 256)]  # server processes x client processes
-PAPER_REPS = 3  # under a second each; the median tames the noise of /proc/meminfo
+# Under a second each; the median tames the noise of /proc/meminfo (a first look: one).
+PAPER_REPS = 1 if pg_plan.QUICK else 3
 SCALE_TIMEOUT_S = 240
 
 # Table 3: omniORB round trips, bench-orb once per transport and placement a round
@@ -77,7 +78,7 @@ ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interpose
 ONCE_PARTS = ["diagnose", "scale"]  # after the rounds
 # What the once-only parts took on a 2-core host, for the estimate of time left before they
 # have run (diagnose: perf stat where the db rounds missed a target; scale: VI fleets).
-ONCE_GUESS_S = {"diagnose": 45, "scale": 50}
+ONCE_GUESS_S = {"diagnose": 5 if pg_plan.QUICK else 45, "scale": 50}
 ALL_PARTS = ROUND_PARTS + ["scale"]
 PARTS = [p for p in os.environ.get("VIPL_BENCH_PARTS", ",".join(ALL_PARTS)).split(",") if p]
 
@@ -664,7 +665,8 @@ class Runner:
             for r in range(1, ROUNDS + 1):
                 self.round = r
                 self.one_round()
-            # perf stat where the rounds' medians missed a target (db, then Table 2).
+            # perf stat where the rounds' medians missed a target (db, then Table 2; not
+            # in a first look), after Table 2's speedups.
             self.timed(ROUNDS, "diagnose", self.diagnose)
             if "scale" in PARTS:
                 self.timed(ROUNDS, "scale", self.scale)
@@ -690,10 +692,13 @@ class Runner:
         print(f"done in {elapsed:.0f} s: {self.out}/results.csv", flush=True)
 
     def diagnose(self):
-        if self.db:
+        # A first look (--quick) skips the perf stat runs: nearly two minutes of its five.
+        if self.db and not pg_plan.QUICK:
             self.db.diagnose()
         if self.t2:
-            self.t2.finish()
+            self.t2.speedups()
+            if not pg_plan.QUICK:
+                self.t2.diagnose()
 
     def write(self, elapsed):
         with open(os.path.join(self.out, "raw.csv"), "w", newline="") as fh:
