@@ -6,17 +6,19 @@
 // mode, and waits on Stream::wait_fd() with a posix::stream_descriptor that never owns
 // the fd (it is released, not closed, before the Stream goes).
 //
-// Asynchronous operations try the Stream at once and, when it would block, arm the wait
-// fd (Stream::arm(): for arrivals while only reads wait, for any event while a write
-// waits for room) and wait for it to be readable, then try again; one that finds the
-// Stream ready when it arms tries again through the executor.  The wait fd stays quiet
-// until armed, so the peer rings it only while an operation here waits (Stream::fd(),
-// armed after every call, would cost a system call per message at each end).  Handlers are never
-// called from inside the initiating function.  At most one read and one write may be outstanding at
-// a time (as for sockets).  Data moves inside these operations, and what a completed write left
-// held back by flow control leaves as credits come while the io_context runs (a wait of the
-// AsioStream's own on the fd), as a socket's kernel would send it.  Otherwise a Stream with no
-// operation outstanding takes nothing in.
+// Asynchronous operations try the Stream at once and, when it would block, spin as the
+// Stream's policy allows (options().spin_us; adaptive, so a quiet stream soon costs no
+// spin), then arm the wait fd (Stream::arm(): for arrivals while only reads wait, for any
+// event while a write waits for room) and wait for it to be readable, then try again; one
+// that finds the Stream ready when it arms tries again through the executor.  The wait fd
+// stays quiet until armed, so the peer rings it only while an operation here waits
+// (Stream::fd(), armed after every call, would cost a system call per message at each
+// end).  Handlers are never called from inside the initiating function.  At most one read
+// and one write may be outstanding at a time (as for sockets).  Data moves inside these
+// operations, and what a completed write left held back by flow control leaves as credits
+// come while the io_context runs (a wait of the AsioStream's own on the fd), as a socket's
+// kernel would send it.  Otherwise a Stream with no operation outstanding takes nothing
+// in.
 //
 // Errors: boost::system::error_code; conditions from the Stream keep their std::errc
 // value in boost's generic category (so `ec == boost::asio::error::connection_reset`
@@ -32,6 +34,7 @@
 #pragma once
 
 #include "vipl/error.h"
+#include "vipl/spin.h"
 #include "vipl/stream.h"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -190,6 +193,7 @@ private:
             }
             bool would_block;
             n = s->try_op<Read>(buffers, ec, would_block);
+            if (would_block && s->spin(Read)) n = s->try_op<Read>(buffers, ec, would_block);
             if (would_block) {
                 state = waiting;
                 s->start_waiting(Read);
@@ -275,6 +279,21 @@ private:
         return n;
     }
 
+    // Before an operation's first wait: spins as the Stream's policy allows (its
+    // options().spin_us, adaptive; hand-offs to a peer on this CPU), looking at its
+    // readiness.  True when it became ready for the operation (or broke).  The
+    // io_context's thread runs nothing else meanwhile, which is why the policy's budget
+    // shrinks while spins find nothing: a quiet stream soon costs no spin at all, and
+    // an answering one saves the wait fd's system calls and the wake-up at both ends.
+    bool spin(bool read) {
+        Spin spin;
+        spin.add(stream_.spin_budget());
+        if (!spin.active()) return false;
+        short want = (read ? POLLIN : POLLOUT) | POLLERR | POLLHUP;
+        bool got = spin.run([&] { return (stream_.events() & want) != 0; }, kNever);
+        spin.report(stream_, got, got);
+        return got;
+    }
     void start_waiting(bool read) { waiting_[read]++; }
     void stop_waiting(bool read) {
         if (waiting_[read] > 0) waiting_[read]--;
