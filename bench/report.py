@@ -418,6 +418,63 @@ class Report:
                 rtext(ratio(v["stream-block"], v["vipl-block"]))])
         self.table(["size"] + [LABELS[t] for t in cols] + [
             "stream spin / libvipl spin", "stream block / libvipl block"], rows)
+        self.call_cost()
+
+    def call_cost(self):
+        """Where a stream message's time goes (bench-stream-cost)."""
+        sizes = self.sizes_of("call_cost", "stream-write")
+        if not sizes:
+            return
+        self.emit("### Where a stream message's time goes (ns per call)", "",
+                  "`bench-stream-cost`: both ends in one thread on CPU 0, each call of one "
+                  "message's way timed on its own (medians over rounds of the medians of "
+                  "20,000 exchanges). Nothing crosses a core, so these are the calls' own "
+                  "instructions and this CPU's caches. Raw libvipl: the sender's "
+                  "`VipPostSend`, the receiver's `VipRecvDone` and `VipPostRecv` (the "
+                  "buffer given back), the sender's `VipSendDone`; the Stream does all of "
+                  "that inside `write()` and `read()`, plus its header, copies, credits and "
+                  "readiness. *look*: a look that finds nothing, as a spinning waiter makes "
+                  "(`VipRecvDone`; `Stream::events()`): a waiter notices a message half a "
+                  "look late on average. The last rows set the stream's extra instructions "
+                  "per round trip (twice the extra per message) beside the extra round trip "
+                  "measured across cores above. Where the measured figure is the larger, the "
+                  "rest is the cache lines the stream's calls move between the CPUs; where it "
+                  "is the smaller, part of the calls' work overlaps the peer's. Across cores "
+                  "the stream's round trip also varies from run to run of the same binary "
+                  "(8 B one-way between 0.39 and 0.70 us on this host within minutes, raw "
+                  "libvipl's staying at 0.28), which one thread does not: the spread is "
+                  "placement, not instructions.", "")
+        calls = [("raw-post-send", "VipPostSend"), ("raw-recv-done", "VipRecvDone (message there)"),
+                 ("raw-post-recv", "VipPostRecv (buffer back)"), ("raw-send-done", "VipSendDone"),
+                 ("stream-write", "Stream::write()"), ("stream-read", "Stream::read()"),
+                 ("raw-look", "look, raw (VipRecvDone, nothing there)"),
+                 ("stream-look", "look, Stream (events(), nothing there)")]
+        rows = []
+        v = {s: {c: self.get("call_cost", c, "thread", s) for c, _ in calls} for s in sizes}
+        for c, label in calls:
+            rows.append([label] + [num(v[s][c]) for s in sizes])
+
+        def total(s, layer):
+            parts = [v[s][c] for c, _ in calls if c.startswith(layer) and "look" not in c]
+            return None if any(x is None for x in parts) else sum(parts)
+
+        rows.append(["per message, raw (the four calls)"] + [num(total(s, "raw")) for s in sizes])
+        rows.append(["per message, Stream (write + read)"] +
+                    [num(total(s, "stream")) for s in sizes])
+        extra = {}
+        for s in sizes:
+            a, b = total(s, "stream"), total(s, "raw")
+            extra[s] = None if a is None or b is None else 2 * (a - b)
+        rows.append(["Stream's extra instructions per round trip"] + [num(extra[s]) for s in sizes])
+        measured = {}
+        for s in sizes:
+            a = self.get("latency_p50", "stream-spin", "cross", s)
+            b = self.get("latency_p50", "vipl-spin", "cross", s)
+            # latency_p50 is half the round trip.
+            measured[s] = None if a is None or b is None else 2000 * (a - b)
+        rows.append(["Stream's extra round trip across cores (spin, measured above)"] +
+                    [num(measured[s]) for s in sizes])
+        self.table(["call"] + [size_label(s) for s in sizes], rows)
 
     def namespaces(self):
         self.emit("## The tcp provider across network namespaces", "",

@@ -51,6 +51,8 @@ STREAM_MODES = [("stream-spin", {"VIPL_STREAM_SPIN_US": SPIN_US}),
                 ("stream-block", {"VIPL_STREAM_SPIN_US": "0"}),
                 ("asio", None)]
 STREAM_LAT_SIZES = [8, 64, 1024, 4096, 16384, 65536]
+# Each call's cost on a message's way (bench-stream-cost): a second a round.
+CALL_COST_SIZES = [8, 1024]
 # VI scale and the paper's sharing example: once per run (they measure
 # memory and set-up, seconds each, not a noisy latency).
 SCALE_VIS = int(os.environ.get("VIPL_BENCH_SCALE_VIS", "131072"))
@@ -619,6 +621,31 @@ class Runner:
         self.postcost("vipl-busy", "0", "busy")
         self.postcost("vipl-asleep", "0", "asleep")
         self.postcost("vipl-forced-doorbell", "1", "spin")
+        self.call_cost()
+
+    def call_cost(self):
+        """Where a stream message's time goes: each call of its way through the Stream
+        beside the libvipl calls that carry it, in one thread (bench-stream-cost)."""
+        path = self.binary("bench-stream-cost")
+        if not path:
+            self.fail("call_cost", "stream", "thread", "bench-stream-cost was not built")
+            return
+        sizes = ",".join(map(str, CALL_COST_SIZES))
+        try:
+            out = self.run([path, "--cpu", "0", "--sizes", sizes, "--iters", "20000"], None,
+                           TIMEOUT_S)
+        except Failure as e:
+            self.fail("call_cost", "stream", "thread", str(e))
+            return
+        seen = False
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) == 7 and f[0] == "cost" and f[1] in ("raw", "stream"):
+                self.add("call_cost", f"{f[1]}-{f[2]}", "thread", int(f[3]), float(f[4]),
+                         "ns/call", int(f[6]))
+                seen = True
+        if not seen:
+            self.fail("call_cost", "stream", "thread", "no result in its output: " + tail(out))
 
     def across_namespaces(self):
         """The tcp provider against plain TCP between two network namespaces."""
