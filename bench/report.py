@@ -440,10 +440,10 @@ class Report:
                   "measured across cores above. Where the measured figure is the larger, the "
                   "rest is the cache lines the stream's calls move between the CPUs; where it "
                   "is the smaller, part of the calls' work overlaps the peer's. Across cores "
-                  "the stream's round trip also varies from run to run of the same binary "
-                  "(8 B one-way between 0.39 and 0.70 us on this host within minutes, raw "
-                  "libvipl's staying at 0.28), which one thread does not: the spread is "
-                  "placement, not instructions.", "")
+                  "the stream's round trip can also vary from run to run of the same binary "
+                  "far more than raw libvipl's (the rounds' spread in `raw.csv`), while its "
+                  "calls' cost in one thread does not: such a spread is where the two "
+                  "processes' lines land, not instructions.", "")
         calls = [("raw-post-send", "VipPostSend"), ("raw-recv-done", "VipRecvDone (message there)"),
                  ("raw-post-recv", "VipPostRecv (buffer back)"), ("raw-send-done", "VipSendDone"),
                  ("stream-write", "Stream::write()"), ("stream-read", "Stream::read()"),
