@@ -173,9 +173,9 @@ struct Snap {
     bool look = true; // looked at before sleeping (else only armed)
 };
 
-thread_local std::vector<Snap> t_snap;
-thread_local std::vector<bool> t_hit;
-thread_local std::vector<Member *> t_seen;
+thread_local std::vector<Snap> t_snap VIPL_DB_TLS;
+thread_local std::vector<bool> t_hit VIPL_DB_TLS;
+thread_local std::vector<Member *> t_seen VIPL_DB_TLS;
 
 } // namespace
 

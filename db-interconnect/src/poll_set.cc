@@ -23,8 +23,8 @@ struct Entry {
     size_t x2 = 0; // where under.fd2 sits in the array polled (0: none)
 };
 
-thread_local std::vector<Entry> t_tracked;
-thread_local std::vector<pollfd> t_under;
+thread_local std::vector<Entry> t_tracked VIPL_DB_TLS;
+thread_local std::vector<pollfd> t_under VIPL_DB_TLS;
 
 // An interposed socket whose readiness is not simply the kernel's.
 Sock *tracked_sock(int fd) {

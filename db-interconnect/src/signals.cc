@@ -9,7 +9,7 @@
 
 namespace vipl::db {
 
-constinit thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+constinit thread_local ThreadState t_state VIPL_DB_TLS;
 
 namespace {
 

@@ -309,7 +309,7 @@ ssize_t vipl_send(Sock *s, const iovec *iov, int iovcnt, int flags, bool nb, uin
     Deadline dl = nb ? Deadline{} : timeout_deadline(s->snd_timeout_ms);
     // A gathered send is one piece for the peer, as the kernel makes one of it: up to a
     // buffer's worth, gather it into one write.
-    thread_local std::vector<std::byte> t_gather;
+    thread_local std::vector<std::byte> t_gather VIPL_DB_TLS;
     iovec one;
     if (iovcnt > 1 && total <= 64 * 1024) {
         t_gather.resize(total);

@@ -11,6 +11,12 @@
 
 #include <cstdint>
 
+// The library is loaded when the program starts (LD_PRELOAD, or linked), never by
+// dlopen(), so its thread-local variables can live in the static TLS block: reached by
+// an offset from the thread pointer rather than a __tls_get_addr() call at every
+// poll(), send() or epoll_wait() (the default for a shared object).
+#define VIPL_DB_TLS __attribute__((tls_model("initial-exec")))
+
 namespace vipl::db {
 
 struct ThreadState {
@@ -21,7 +27,7 @@ struct ThreadState {
     uint32_t interrupts_no_restart = 0; // of which without SA_RESTART
 };
 
-extern constinit thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+extern constinit thread_local ThreadState t_state VIPL_DB_TLS;
 
 inline uintptr_t stack_here() {
     return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
