@@ -261,6 +261,10 @@ short Stream::arm(short want, bool looked, bool any_event) noexcept {
     return ev;
 }
 
+bool Stream::arm_to_sleep(short want, bool looked, bool any_event) noexcept {
+    return is_open() && !(arm(want, looked, any_event) & (want | POLLERR | POLLHUP));
+}
+
 void Stream::set_fd_events(short events) noexcept {
     if (!is_open()) return;
     Impl::Guard g(*impl_);

@@ -68,8 +68,7 @@ auto Connection::locked(Op op, bool sending) {
 }
 
 bool Connection::ready_or_armed(short want, bool sending) {
-    short ev = locked([&] { return stream_.arm(want); }, sending);
-    return (ev & (want | POLLERR | POLLHUP)) != 0;
+    return !locked([&] { return stream_.arm_to_sleep(want); }, sending);
 }
 
 bool Connection::wait(int timeout_ms) {

@@ -302,9 +302,8 @@ private:
     // Stream is ready for it (or broken) already.  One arming serves every waiter of the
     // fd, so it covers any event while a write or a flush waits.
     bool arm(bool read) {
-        short want = read ? POLLIN : POLLOUT;
-        short ev = stream_.arm(want, true, !read || waiting_[0] > 0 || flushing_);
-        return !(ev & (want | POLLERR | POLLHUP));
+        return stream_.arm_to_sleep(read ? POLLIN : POLLOUT, true,
+                                    !read || waiting_[0] > 0 || flushing_);
     }
     void release_fd() noexcept {
         if (sd_.is_open()) {
@@ -328,7 +327,7 @@ private:
     void keep_flushing() {
         if (flushing_ || !sd_.is_open() || !stream_.holds_back()) return;
         // Broken: nothing more will leave, and an error leaves the fd unarmed.
-        if (stream_.arm(0, true, true) & (POLLERR | POLLHUP)) return;
+        if (!stream_.arm_to_sleep(0, true, true)) return;
         flushing_ = true;
         sd_.async_wait(boost::asio::posix::descriptor_base::wait_read,
                        [this](const boost::system::error_code &ec) {

@@ -303,6 +303,11 @@ public:
     // peer then rings for what it sends, not for what it takes).
     int wait_fd() const noexcept;
     short arm(short want, bool looked = false, bool any_event = false) noexcept;
+    // arm() for a waiter that only asks whether to sleep: true when it armed the wait fd
+    // (none of `want`, POLLERR, POLLHUP holds: sleep on wait_fd() now), false when the
+    // stream is ready for `want` or broke (look again instead of sleeping), and for an
+    // empty stream (the next call fails at once).
+    bool arm_to_sleep(short want, bool looked = false, bool any_event = false) noexcept;
 
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
