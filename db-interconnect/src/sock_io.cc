@@ -257,6 +257,10 @@ ssize_t vipl_recv(Sock *s, int fd, const iovec *iov, int iovcnt, int flags, bool
         if (n > 0) {
             got += n;
             at.advance(n);
+            // Short of this piece: the stream held no more.  A kernel recv() returns
+            // then too; asking again would be one more look at the VI per call (on the
+            // tcp provider a recv() that finds nothing).
+            if (n < seg.size() && !all) break;
             continue;
         }
         if (!ec) break; // end of stream

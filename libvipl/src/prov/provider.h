@@ -111,7 +111,8 @@ struct ViOps {
     int (*exchange_cpu)(Vi *vi, int my_cpu);
     // Whether the peer is known to be at work on this connection (it has not armed
     // its end to be woken): an answer or room may come soon, spinning pays.
-    // False when the transport cannot tell.
+    // Where sleep cannot be seen (tcp), a guess (it owes an answer); false when the
+    // transport cannot tell at all.
     bool (*peer_busy)(Vi *vi);
     // The caller found nothing to take and will return empty-handed or
     // sleep: push what was held back to ride on later traffic

@@ -162,6 +162,9 @@ struct Endpoint {
     // sleeper's): the next progress reads nothing before rx_dry_until (now_ns).
     bool rx_dry = false;
     uint64_t rx_dry_until = 0;
+    // A message of ours went out after the last one we received: the peer owes an
+    // answer (peer_busy's guess; wrong guesses are counted by the spin policy).
+    bool answer_owed = false;
 
     VIP_VI_ATTRIBUTES peer_attrs{};
     P2p *p2p = nullptr;
@@ -278,6 +281,7 @@ void break_connection(Vi *vi, Endpoint *ep, VIP_ERROR_CODE local, uint32_t remot
 int wait_fds(Vi *vi, pollfd *fds, int max);
 int sleep_fds(Vi *vi, pollfd *fds, int max);
 void check_peer(Vi *vi);
+bool peer_busy(Vi *vi);
 // Makes epfd watch the socket for output room too (while output is short of it).
 void set_want_out(Endpoint *ep, bool on);
 

@@ -221,4 +221,13 @@ void check_peer(Vi *) {
     // to the progress that every caller runs right after.
 }
 
+bool peer_busy(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    // Whether the peer sleeps cannot be seen across a wire; what can: it has a message
+    // of ours it has not answered (a server at work on a request, a client about to
+    // send its next one).  The spin policy counts the guesses that miss and stops
+    // trusting them (an idle session).
+    return ep && ep->up && ep->answer_owed;
+}
+
 } // namespace vipl::tcp

@@ -214,6 +214,7 @@ bool finish(Vi *vi, Endpoint *ep) {
             }
             ++vi->counters.RecvsCompleted;
             vi->counters.BytesReceived += f.length;
+            ep->answer_owed = false;
             wq_complete(vi, q, e, status, f.length);
         }
         if (f.flags & kAckReq) {

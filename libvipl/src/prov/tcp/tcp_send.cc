@@ -380,6 +380,7 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
         return VIP_SUCCESS;
     }
     uint64_t index = q.tail - 1;
+    if (d.op == VIP_CONTROL_OP_SENDRECV) ep->answer_owed = true;
     if (!send_now(vi, ep, *e, d, index) || ep->cur != Endpoint::kCurNone)
         flush(vi, ep, &d, index, false);
     return VIP_SUCCESS;
