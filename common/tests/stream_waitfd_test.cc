@@ -3,7 +3,6 @@
 #include "helpers.h"
 
 #include <poll.h>
-#include <unistd.h>
 
 #include <thread>
 
