@@ -44,7 +44,6 @@ LABELS = {
     "tcp-ns": "TCP",
     "stream-spin": "Stream spin",
     "stream-block": "Stream block",
-    "stream-spin-256k": "Stream spin, 256 KiB buffers",
     "asio": "AsioStream",
 }
 NS_COLUMNS = ["vipl-tcp-spin", "vipl-tcp", "vipl-tcp-block", "tcp-ns"]
@@ -423,31 +422,17 @@ class Report:
         self.call_cost()
 
     def stream_pieces(self):
-        """Where the stream's 1 MiB bandwidth goes: its RDMA-read pieces."""
-        mib = 1 << 20
-        raw = self.get("bandwidth", "vipl-spin", "cross", mib)
-        small = self.get("bandwidth", "stream-spin", "cross", mib)
-        big = self.get("bandwidth", "stream-spin-256k", "cross", mib)
-        buf = self.meta.get("stream_big_buffer")
-        if big is None or not buf:
-            return
+        """How the stream's large writes move, beside the bandwidth table."""
         self.emit(
-            "Where the 1 MiB rows' time goes. A write of 1 MiB or more (the zero-copy "
-            "threshold) is not copied by the writer: the reader RDMA-reads it straight into "
-            "its own buffer, one stream buffer (64 KiB) per RDMA read, and on shm each read is "
-            "one `process_vm_readv` that pins the writer's pages, copies and unpins them. Raw "
-            "libvipl's 1 MiB message is a single such call (its SEND-GET): the calls, pins and "
-            "completions of 16 pieces are what the stream pays more (with `perf`, the reader "
-            "spends about four fifths of its time in `process_vm_readv` either way, a smaller "
-            "share of it copying). The same stream with buffers of "
-            f"{buf // 1024} KiB, pieces four times as large, in the same rounds: "
-            f"{gb(big)} GB/s = {rtext(ratio(big, raw))} raw libvipl, against {gb(small)} GB/s = "
-            f"{rtext(ratio(small, raw))} with 64 KiB. What it would take at the default: RDMA "
-            "reads as large as the write, apart from the buffer size, which both ends now take "
-            "from the VI's MaxTransferSize. Blocking adds two sleeps per write: a zero-copy "
-            "write waits for the reader's done (the writer's buffer is the source), so the "
-            "reader sleeps until the next write's announcement and the writer until the done, "
-            "where raw libvipl's sends go on without waiting.", "")
+            "How 1 MiB and larger writes move: zero copy (the threshold is 1 MiB). The writer "
+            "announces regions of up to 512 KiB, two at a time; a blocking reader RDMA-reads "
+            "each straight into its own buffer, one RDMA read per region (on shm one "
+            "`process_vm_readv`: pin the writer's pages, copy, unpin), as raw libvipl's "
+            "SEND-GET does per message. Where the stream still gives way to raw libvipl: the "
+            "write returns only once the reader took it (the writer's buffer is the source), "
+            "so one write's reads never overlap the next write's announcement; and blocking "
+            "adds two sleeps per write (the reader's until the announcement, the writer's "
+            "until the done), where raw libvipl's sends go on without waiting.", "")
 
     def call_cost(self):
         """Where a stream message's time goes (bench-stream-cost)."""

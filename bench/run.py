@@ -51,7 +51,6 @@ STREAM_MODES = [("stream-spin", {"VIPL_STREAM_SPIN_US": SPIN_US}),
                 ("stream-block", {"VIPL_STREAM_SPIN_US": "0"}),
                 ("asio", None)]
 STREAM_LAT_SIZES = [8, 64, 1024, 4096, 16384, 65536]
-STREAM_BIG_BUFFER = 256 * 1024  # the stream buffer of the bandwidth row that shows pieces' cost
 # Each call's cost on a message's way (bench-stream-cost): a second a round.
 CALL_COST_SIZES = [8, 1024]
 # VI scale and the paper's sharing example: once per run (they measure
@@ -308,8 +307,8 @@ class Runner:
         self.own_lat("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"},
                      sizes=extra)
 
-    def own_bw(self, transport, placement, binary, extra=(), env=None, wrap=(), sizes=None):
-        sizes = ",".join(map(str, sizes or BW_SIZES))
+    def own_bw(self, transport, placement, binary, extra=(), env=None, wrap=()):
+        sizes = ",".join(map(str, BW_SIZES))
         self.own("bandwidth", transport, placement, binary,
                  ["--mode", "bw", "--sizes", sizes, "--bytes", str(BW_BYTES),
                   "--max-ms", str(BW_MAX_MS)] + list(extra), env, wrap=wrap)
@@ -580,12 +579,6 @@ class Runner:
             self.own_bw("fabric", placement, "bench-fabric")
             for name, env in STREAM_MODES[:2]:
                 self.own_bw(name, placement, "bench-stream", ["--variant", "stream"], env=env)
-        # Where the stream's zero-copy bandwidth goes: the reader's RDMA reads come in
-        # pieces of one stream buffer; the same run with pieces four times as large.
-        self.own_bw("stream-spin-256k", "cross", "bench-stream", ["--variant", "stream"],
-                    env={"VIPL_STREAM_SPIN_US": SPIN_US,
-                         "VIPL_STREAM_BUFFER_SIZE": str(STREAM_BIG_BUFFER)},
-                    sizes=[1 << 20])
 
     def interposer_round(self):
         """bench-sock plain and under vipl-run, one after the other, both placements."""
@@ -758,8 +751,8 @@ class Runner:
             failures=[dict(benchmark=b, transport=t, placement=p, reason=r)
                       for (b, t, p), r in sorted(self.failures.items())],
             notes=self.notes, lat_iters=LAT_ITERS, lat_max_ms=LAT_MAX_MS, bw_bytes=BW_BYTES,
-            slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US,
-            stream_big_buffer=STREAM_BIG_BUFFER, scale_vis=SCALE_VIS, scale_rings=SCALE_RINGS, paper_sizes=PAPER_SIZES, paper_reps=PAPER_REPS,
+            slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US, scale_vis=SCALE_VIS,
+            scale_rings=SCALE_RINGS, paper_sizes=PAPER_SIZES, paper_reps=PAPER_REPS,
             orb_iters=ORB_ITERS, parts=PARTS, interrupted=self.interrupted)
         with open(os.path.join(self.out, "meta.json"), "w") as fh:
             json.dump(meta, fh, indent=1)

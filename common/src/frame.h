@@ -29,6 +29,20 @@ enum class Kind : uint8_t {
 constexpr uint32_t kHeaderSize = 8;
 constexpr uint32_t kRtsSize = 16;
 
+// A stream VI's MaxTransferSize (equal at both ends: the connecting side's) carries the
+// buffer size (header + payload, at most kMaxMtu) and, when the NIC takes it, room for
+// RDMA reads larger than a buffer: a zero-copy write is read into the reader's buffer in
+// pieces up to MaxTransferSize rather than one buffer (each piece is a system call on
+// shm).  The accepting side takes the buffer size back out.
+constexpr uint64_t kMaxMtu = (16u << 20) + kHeaderSize; // VIPL_STREAM_BUFFER_SIZE's bound
+constexpr uint64_t kRdmaRoom = 32u << 20;
+inline uint64_t vi_transfer_size(uint64_t mtu, uint64_t nic_max) {
+    return mtu + kRdmaRoom <= nic_max ? mtu + kRdmaRoom : mtu;
+}
+inline uint64_t mtu_of_transfer_size(uint64_t transfer) {
+    return transfer > kRdmaRoom ? transfer - kRdmaRoom : transfer;
+}
+
 // The sender takes no rts: the receiver must not offer it zero copy.  A shareable
 // stream sets it on every message (its holders' memory is not one process's: an RDMA
 // read into a program's buffer, a pull into heap memory would be one holder's only).

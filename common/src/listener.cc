@@ -121,10 +121,10 @@ Stream Listener::accept(Deadline deadline, std::error_code &ec) {
             ec = make_socket_error(rc);
             return {};
         }
-        // VIPL wants equal MaxTransferSize on both VIs: the connecting side's wins.
-        auto mtu = static_cast<uint32_t>(ra.MaxTransferSize);
+        // VIPL wants equal MaxTransferSize on both VIs: the connecting side's wins (and
+        // with it its buffer size: detail::mtu_of_transfer_size).
         std::error_code cec;
-        auto s = Stream::Impl::create(impl_->nic, impl_->options, mtu, cec);
+        auto s = Stream::Impl::create(impl_->nic, impl_->options, ra.MaxTransferSize, cec);
         if (!s) {
             VipConnectReject(conn);
             continue;

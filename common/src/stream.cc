@@ -50,14 +50,17 @@ Stream Stream::connect(std::string_view uri, Deadline deadline, std::error_code 
 Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                        const StreamOptions &options) {
     if (!uri.has_discriminator() || options.buffer_size == 0 ||
-        options.buffer_size > 0xffffffffu - detail::kHeaderSize) {
+        options.buffer_size > detail::kMaxMtu - detail::kHeaderSize) {
         ec = std::make_error_code(std::errc::invalid_argument);
         return {};
     }
     auto nic =
         detail::Nic::open(options.device.empty() ? uri.connect_device() : options.device, ec);
     if (!nic) return {};
-    auto impl = Impl::create(nic, options, options.buffer_size + detail::kHeaderSize, ec);
+    auto impl = Impl::create(nic, options,
+                             detail::vi_transfer_size(options.buffer_size + detail::kHeaderSize,
+                                                      nic->attrs().MaxTransferSize),
+                             ec);
     if (!impl) return {};
     // The client's own discriminator only names it to the server: unique per process.
     static std::atomic<unsigned> seq{0};

@@ -45,11 +45,13 @@ std::error_code sys_error() {
 } // namespace
 
 std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> nic,
-                                                   const StreamOptions &options, uint32_t mtu,
+                                                   const StreamOptions &options, uint64_t transfer,
                                                    std::error_code &ec) {
+    const uint64_t mtu64 = detail::mtu_of_transfer_size(transfer);
     if (options.recv_buffers == 0 || options.send_buffers == 0 ||
         options.recv_buffers > kMaxBuffers || options.send_buffers > kMaxBuffers ||
-        mtu <= kHeaderSize || mtu > nic->attrs().MaxTransferSize) {
+        mtu64 <= kHeaderSize || mtu64 > detail::kMaxMtu ||
+        transfer > nic->attrs().MaxTransferSize) {
         ec = std::make_error_code(std::errc::invalid_argument);
         return nullptr;
     }
@@ -61,6 +63,8 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     s->shared = options.shareable;
     // Zero copy is one process's (the caller's memory, heap pulls): never when shared.
     if (s->shared) s->opt.zcopy_threshold = 0;
+    const auto mtu = static_cast<uint32_t>(mtu64);
+    s->rdma_max = static_cast<uint32_t>(transfer);
     s->opt.buffer_size = mtu - kHeaderSize;
     s->nonblocking.store(options.nonblocking, std::memory_order_relaxed);
     s->mtu = mtu;
@@ -117,7 +121,7 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
 
     VIP_VI_ATTRIBUTES va{};
     va.ReliabilityLevel = VIP_SERVICE_RELIABLE_DELIVERY;
-    va.MaxTransferSize = mtu;
+    va.MaxTransferSize = transfer;
     va.Ptag = s->nic->ptag();
     va.Shareable = s->shared ? VIP_TRUE : VIP_FALSE;
     // The peer RDMA-reads zero-copy writes from this side (its library is this one).

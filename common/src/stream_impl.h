@@ -137,9 +137,10 @@ struct Stream::Impl {
         bool released = false;    // the last holder destroyed the VI (stream_share.cc)
     };
 
-    // Allocates and registers memory, creates the VI with `mtu` and posts every receive.
+    // Allocates and registers memory, creates the VI with MaxTransferSize `transfer`
+    // (its buffer size inside: detail::vi_transfer_size) and posts every receive.
     static std::unique_ptr<Impl> create(std::shared_ptr<detail::Nic> nic,
-                                        const StreamOptions &options, uint32_t mtu,
+                                        const StreamOptions &options, uint64_t transfer,
                                         std::error_code &ec);
     ~Impl();
 
@@ -295,6 +296,7 @@ struct Stream::Impl {
     bool shared = false;                  // shareable (opt.shareable)
     uint32_t mtu = 0;                     // header + payload, the VI's MaxTransferSize
     uint32_t payload = 0;                 // mtu - header
+    uint32_t rdma_max = 0;                // the VI's MaxTransferSize: the largest RDMA read
     uint32_t nrecv = 0;                   // receive buffers: recv_data + kCtlSlots
     uint32_t recv_data = 0;
     uint32_t nsend = 0; // data send buffers

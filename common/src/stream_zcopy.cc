@@ -110,7 +110,8 @@ size_t Stream::Impl::post_reads(const Msg &m, size_t off, size_t len, void *dst,
                                 VIP_MEM_HANDLE lmh) {
     State &t = *st;
     for (uint32_t k = 0; k < kRdmaSlots && off < len; ++k) {
-        auto piece = static_cast<uint32_t>(std::min<size_t>(payload, len - off));
+        // As large as the VI takes: each piece is a system call on shm.
+        auto piece = static_cast<uint32_t>(std::min<size_t>(rdma_max, len - off));
         VIP_DESCRIPTOR *d = &sdesc[nsend + kCtlSlots + k];
         fill_read(d, m.region.addr + m.taken + off, m.region.handle,
                   static_cast<uint8_t *>(dst) + off, piece, lmh);

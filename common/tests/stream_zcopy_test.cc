@@ -60,8 +60,12 @@ uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed, Reader how =
 TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
     std::string base = CT_PROVIDER();
     Reader how = GENERATE(Reader::deadline, Reader::direct, Reader::random, Reader::polling);
-    INFO("reader " << static_cast<int>(how));
+    // Pieces of a region read straight into the reader's buffer may be far larger than a
+    // stream buffer (the VI's MaxTransferSize has room for them): 4 KiB buffers too.
+    uint32_t buffer = GENERATE(64u * 1024, 4096u);
+    INFO("reader " << static_cast<int>(how) << ", buffers of " << buffer);
     vipl::StreamOptions o;
+    o.buffer_size = buffer;
     o.zcopy_threshold = 64 * 1024;
     auto p = vt::connect_pair(base, o);
     // Small (buffered), large (zero copy), small, odd-sized large, exactly the threshold.
@@ -86,6 +90,7 @@ TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
     CHECK(got == total);
     CHECK(p.client.counters().bytes_zcopy == large);
     CHECK(p.client.counters().bytes_out == total);
+    CHECK(p.server.options().buffer_size == buffer); // the connecting side's, taken back out
 }
 
 TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 0 never goes "
