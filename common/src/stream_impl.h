@@ -60,11 +60,11 @@ struct Stream::Impl {
     static constexpr uint32_t kCtlSlots =
         9; // see the header: credits, fin, fin-ack, rts-dones, stop
     static constexpr uint32_t kCtlBufSize = 64;
-    static constexpr uint32_t kRtsMax = 2;             // regions offered at a time
-    static constexpr uint32_t kRegionMax = 512 * 1024; // bytes per region
-    static constexpr uint32_t kRdmaSlots = 16;         // RDMA read descriptors
-    static constexpr size_t kDirectMin = 16 * 1024;    // room for a direct read
-    static constexpr uint32_t kSleepSlots = 8;         // threads asleep at once (shareable)
+    static constexpr uint32_t kRtsMax = 2;           // regions offered at a time
+    static constexpr uint32_t kRegionMax = 4u << 20; // bytes per region
+    static constexpr uint32_t kRdmaSlots = 16;       // RDMA read descriptors
+    static constexpr size_t kDirectMin = 16 * 1024;  // room for a direct read
+    static constexpr uint32_t kSleepSlots = 8;       // threads asleep at once (shareable)
     // The most buffers of either kind a stream has: a peer never grants more credits
     // than it has receive buffers, so a grant past this is a broken (or hostile) peer.
     static constexpr uint32_t kMaxBuffers = 1024;

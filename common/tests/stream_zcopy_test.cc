@@ -130,7 +130,9 @@ TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 
 TEST_CASE("stream: a signal ends a zero-copy write only after the peer took what was sent") {
     std::string base = CT_PROVIDER();
     auto l = vt::bind_free(base);
-    constexpr uint64_t kTotal = 6u << 20;
+    // Three times what a write offers at once (two regions of 4 MiB): the signal finds
+    // part of it not yet offered.
+    constexpr uint64_t kTotal = 24u << 20;
     int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
         std::this_thread::sleep_for(400ms); // the writer's signal comes meanwhile
         if (read_check(s, kTotal, 11, Reader::random) != kTotal) return 3;
