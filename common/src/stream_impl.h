@@ -294,7 +294,7 @@ struct Stream::Impl {
     StreamOptions opt;
     std::atomic<bool> nonblocking{false}; // set_nonblocking(): threads of a shareable stream
     bool shared = false;                  // shareable (opt.shareable)
-    uint32_t mtu = 0;                     // header + payload, the VI's MaxTransferSize
+    uint32_t mtu = 0;                     // header + payload: one buffer
     uint32_t payload = 0;                 // mtu - header
     uint32_t rdma_max = 0;                // the VI's MaxTransferSize: the largest RDMA read
     uint32_t nrecv = 0;                   // receive buffers: recv_data + kCtlSlots
