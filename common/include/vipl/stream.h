@@ -65,8 +65,8 @@ namespace vipl {
 struct StreamOptions {
     // Receive side: this many receive buffers of buffer_size payload bytes each are
     // posted; the peer may have that many data messages in flight (its credits).  The
-    // connecting side's buffer_size wins: the accepting side adopts it (VIPL requires
-    // equal MaxTransferSize on both VIs); recv_buffers is each side's own.
+    // connecting side's buffer_size (at most 16 MiB) wins: the accepting side adopts it
+    // (VIPL requires equal MaxTransferSize on both VIs); recv_buffers is each side's own.
     uint32_t recv_buffers = 16;
     uint32_t buffer_size = 64 * 1024;
     // Send side: this many registered send buffers (of buffer_size) hold written data
