@@ -50,7 +50,7 @@ Stream Stream::connect(std::string_view uri, Deadline deadline, std::error_code 
 Stream Stream::connect(const Uri &uri, Deadline deadline, std::error_code &ec,
                        const StreamOptions &options) {
     if (!uri.has_discriminator() || options.buffer_size == 0 ||
-        options.buffer_size > detail::kMaxMtu - detail::kHeaderSize) {
+        options.buffer_size > detail::kMaxBufferSize) {
         ec = std::make_error_code(std::errc::invalid_argument);
         return {};
     }

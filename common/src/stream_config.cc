@@ -1,6 +1,8 @@
 // The stream's configuration table: declared once here, read from VIPL_<NAME>.
 #include "vipl/stream_config.h"
 
+#include "frame.h"
+
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -37,7 +39,7 @@ const Row kRows[] = {
       "base budget in microseconds of the spin before a blocking call sleeps, spent by "
       "libvipl's adaptive policy (0: sleep at once)"},
      Field::spin_us},
-    {{"STREAM_BUFFER_SIZE", "u32", "65536", 256, 16u << 20,
+    {{"STREAM_BUFFER_SIZE", "u32", "65536", 256, detail::kMaxBufferSize,
       "payload bytes of each message buffer; the connecting side's value is used by both "
       "ends"},
      Field::buffer_size},
