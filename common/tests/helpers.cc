@@ -120,7 +120,9 @@ int run_fresh(const std::string &name, const std::vector<std::string> &env, int 
     int pid = fork();
     if (pid == 0) {
         for (const std::string &e : env) putenv(const_cast<char *>(e.c_str()));
-        execl("/proc/self/exe", "vipl-common-tests", name.c_str(), static_cast<char *>(nullptr));
+        // "-w NoTests": a name that matches nothing (a renamed case) must not pass silently.
+        execl("/proc/self/exe", "vipl-common-tests", "-w", "NoTests", name.c_str(),
+              static_cast<char *>(nullptr));
         _exit(127);
     }
     return wait_child(pid, timeout_s);
