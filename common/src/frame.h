@@ -29,15 +29,16 @@ enum class Kind : uint8_t {
 constexpr uint32_t kHeaderSize = 8;
 constexpr uint32_t kRtsSize = 16;
 
+// The bound on a stream buffer's payload: StreamOptions::buffer_size and
+// VIPL_STREAM_BUFFER_SIZE both check against it.
+constexpr uint32_t kMaxBufferSize = 16u << 20;
+constexpr uint64_t kMaxMtu = uint64_t{kMaxBufferSize} + kHeaderSize;
+
 // A stream VI's MaxTransferSize (equal at both ends: the connecting side's) carries the
 // buffer size (header + payload, at most kMaxMtu) and, when the NIC takes it, room for
 // RDMA reads larger than a buffer: a zero-copy write is read into the reader's buffer in
 // pieces up to MaxTransferSize rather than one buffer (each piece is a system call on
 // shm).  The accepting side takes the buffer size back out.
-// The bound on a stream buffer's payload: StreamOptions::buffer_size and
-// VIPL_STREAM_BUFFER_SIZE both check against it.
-constexpr uint32_t kMaxBufferSize = 16u << 20;
-constexpr uint64_t kMaxMtu = uint64_t{kMaxBufferSize} + kHeaderSize;
 constexpr uint64_t kRdmaRoom = 32u << 20;
 inline uint64_t vi_transfer_size(uint64_t mtu, uint64_t nic_max) {
     return mtu + kRdmaRoom <= nic_max ? mtu + kRdmaRoom : mtu;
