@@ -28,10 +28,12 @@ SETTINGS = [
 
 class Link:
     """How a client reaches a server: host = same network namespace; vipl = both under
-    vipl-run; via = the unix socket (the instance's socket directory) or TCP."""
+    vipl-run; via = the unix socket (the instance's socket directory) or TCP; before =
+    under the vipl-run of bench/build_before.sh (the interconnect before the stream work)."""
 
-    def __init__(self, name, label, netns, vipl, via):
+    def __init__(self, name, label, netns, vipl, via, before=False):
         self.name, self.label, self.netns, self.vipl, self.via = name, label, netns, vipl, via
+        self.before = before
 
 
 LINKS = [
@@ -40,10 +42,15 @@ LINKS = [
     Link("pg-vipl", "interconnect (shm, over the unix socket)", False, True, "unix"),
     Link("pg-tcp-ns", "TCP across namespaces", True, False, "tcp"),
     Link("pg-vipl-ns", "interconnect (tcp provider) across namespaces", True, True, "tcp"),
+    Link("pg-vipl-before", "interconnect before the stream work", False, True, "unix",
+         before=True),
 ]
 LINK = {link.name: link for link in LINKS}
 # Links measured next to each other (the targets divide within a group).
-LINK_GROUPS = [["pg-unix", "pg-vipl", "pg-tcp"], ["pg-tcp-ns", "pg-vipl-ns"]]
+LINK_GROUPS = [["pg-unix", "pg-vipl", "pg-tcp", "pg-vipl-before"], ["pg-tcp-ns", "pg-vipl-ns"]]
+# The before link runs in every other round (1, 3, 5, ...): four rounds of seven show its
+# ratios to today's interconnect, measured beside it, and keep the main job within 30 min.
+BEFORE_EVERY = 2
 
 
 class Workload:

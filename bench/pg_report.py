@@ -6,11 +6,12 @@ and pg.png).
 """
 import os
 
+import pg_before
 import pg_plan as plan
 from pg_plan import COPY_BYTES, LINKS, PLACEMENT_LABEL, PLACEMENTS, TARGETS, WORKLOADS
 
 BASE = {"pg-unix": None, "pg-tcp": "pg-unix", "pg-vipl": "pg-unix", "pg-tcp-ns": None,
-        "pg-vipl-ns": "pg-tcp-ns"}  # what each link's ratio divides by
+        "pg-vipl-ns": "pg-tcp-ns", "pg-vipl-before": "pg-unix"}  # what each link's ratio divides by
 
 
 def fmt(v, digits=1):
@@ -87,6 +88,7 @@ def section(rep):
     rep.table(["", "unix socket before", "unix socket now", "TCP before", "TCP now",
                "interconnect now"], before_rows)
     main_table(rep)
+    pg_before.section(rep)
     where_time_goes(rep)
     plot(rep)
     rep.emit(

@@ -57,6 +57,7 @@ class PgPart:
         self.vipl_run = os.path.join(runner.build, "db-interconnect", "vipl-run")
         if not os.access(self.vipl_run, os.X_OK):
             self.vipl_run = None
+        self.before = before_build(runner.build)  # (vipl-run, revision) or (None, why)
         self.perf_tool = shutil.which("perf")
         self.root = None
         self.instances = {}
@@ -77,7 +78,7 @@ class PgPart:
             copy_bytes=COPY_BYTES, pgbench_s=plan.PGBENCH_S, warm_s=plan.WARM_S,
             end_s=plan.END_S, setup_s=round(time.monotonic() - t0, 1),
             version=self.version(), perf=bool(self.perf_tool), error=self.error,
-            broken=self.broken)
+            broken=self.broken, before=self.before[1], before_built=bool(self.before[0]))
 
     def version(self):
         try:
@@ -110,7 +111,8 @@ class PgPart:
             if why:
                 self.broken[link.name] = why
                 continue
-            inst = Instance(link, self.root, self.next_port(), self.r.net, self.vipl_run)
+            tool = self.before[0] if link.before else self.vipl_run
+            inst = Instance(link, self.root, self.next_port(), self.r.net, tool)
             make_dir(inst.dir, user)
             sh(["cp", "-a", template.data, inst.data])
             try:
@@ -126,6 +128,8 @@ class PgPart:
         return self.port
 
     def unavailable(self, link):
+        if link.before and not self.before[0]:
+            return self.before[1]
         if link.vipl and not self.vipl_run:
             return "vipl-run was not built"
         if link.netns and (self.r.net is None or self.r.net.error):
@@ -169,7 +173,10 @@ class PgPart:
         rotated round by round, so every ratio's two links run close together and neither
         always first."""
         k = self.r.round
-        groups = [names[k % len(names):] + names[:k % len(names)] for names in plan.LINK_GROUPS]
+        skip = set() if k % plan.BEFORE_EVERY == 1 else {
+            link.name for link in LINKS if link.before}
+        groups = [[n for n in names if n not in skip] for names in plan.LINK_GROUPS]
+        groups = [names[k % len(names):] + names[:k % len(names)] for names in groups]
         if k % 2:
             groups.reverse()
         return [plan.LINK[n] for names in groups for n in names]
@@ -188,6 +195,8 @@ class PgPart:
 
     def usable(self, bench, link, placement):
         why = self.error or self.broken.get(link.name)
+        if link.before and not self.before[0]:
+            return None  # not built (--quick, no history): the report says why, once
         if why:
             self.r.fail(bench, link.name, placement, why)
             return None
@@ -251,11 +260,11 @@ class PgPart:
                 perf = Perf(self.perf_tool, inst.processes() + [p.pid], self.logs, self.seq)
             sleep_until(t_go + plan.WARM_S)
             server = inst.processes()
-            s1 = Snap(server, [p.pid], self.vipl_run)
+            s1 = Snap(server, [p.pid], inst.vipl_run)
             pe1 = perf.command("enable") if perf else None
             sleep_until(end)
             pe2 = perf.command("disable") if perf else None
-            s2 = Snap(server, [p.pid], self.vipl_run)
+            s2 = Snap(server, [p.pid], inst.vipl_run)
             counts = perf.finish() if perf else None
             perf = None
             try:
@@ -345,12 +354,12 @@ class PgPart:
             server = inst.processes()
             if want_perf and self.perf_tool:
                 perf = Perf(self.perf_tool, server + [p.pid], self.logs, self.seq)
-            s1 = Snap(server, [p.pid], self.vipl_run)
+            s1 = Snap(server, [p.pid], inst.vipl_run)
             pe1 = perf.command("enable") if perf else None
             if not wait_line(p.stderr, "copied", 60):
                 raise PgError("psql did not finish the COPY: " + self.tail_err(p))
             pe2 = perf.command("disable") if perf else None
-            s2 = Snap(server, [p.pid], self.vipl_run)
+            s2 = Snap(server, [p.pid], inst.vipl_run)
             counts = perf.finish() if perf else None
             perf = None
             out, err = p.communicate(timeout=plan.RUN_TIMEOUT_S)
@@ -451,6 +460,29 @@ class PgPart:
             else:
                 w = next(w for w in WORKLOADS if w.name == name and w.clients == clients)
                 self.pgbench(inst, w, placement, perf=True)
+
+
+def before_build(build):
+    """bench/build_before.sh's vipl-run and the revision it built, or None and why not."""
+    root = os.path.join(build, "before")
+    tool = os.path.join(root, "build", "db-interconnect", "vipl-run")
+    why, rev = read_text(os.path.join(root, "why")), read_text(os.path.join(root, "revision"))
+    if why:
+        return None, why
+    if not rev:
+        return None, "not built (scripts/bench.sh builds it with bench/build_before.sh; " \
+            "--quick does not)"
+    if not os.access(tool, os.X_OK):
+        return None, f"{tool} is missing"
+    return tool, rev
+
+
+def read_text(path):
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
 
 
 def read_log(path):

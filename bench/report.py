@@ -11,6 +11,7 @@ import os
 import sys
 
 import orb_plot
+import pg_before
 import pg_report
 import t2_report
 
@@ -283,6 +284,7 @@ class Report:
                                       for per in self.raw.values()) if r is not None]
             rows.append([name, text, wanted, verdict(None if v is None else test(v)),
                          f"{sum(hits)}/{len(hits)}"])
+        rows += pg_before.targets(self)  # the database interconnect before / after
         rows += t2_report.targets(self)  # Table 2: differences of speedups (t2_plan.py)
         self.emit("## Targets (reported, never enforced)", "",
                   "`met` judges the medians; `rounds` counts the rounds that met it on their own.",

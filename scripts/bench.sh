@@ -18,4 +18,8 @@ bash scripts/install-deps.sh
 build=${VIPL_BUILD_DIR:-build-release}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVIPL_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build"
+# The database section's before / after link: skipped by --quick (a first look).
+if [ -z "${VIPL_BENCH_QUICK:-}" ]; then
+    bash bench/build_before.sh "$build"
+fi
 exec bash bench/run.sh "$build" "${VIPL_BENCH_OUT:-out/bench}"
