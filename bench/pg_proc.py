@@ -106,41 +106,30 @@ def stat_grown(a, b, pids):
     return tot
 
 
-class Perf:
-    """perf stat attached to pids, counting only between enable() and disable().
+class PerfControl:
+    """A perf command started disabled (-D -1) that takes enable / disable on a control
+    FIFO; each command's acknowledgement marks when counting started or stopped, so what
+    perf saw and the transactions are taken over the same interval."""
 
-    perf starts disabled (-D -1) and takes commands on a control FIFO; each command's
-    acknowledgement marks when counting started or stopped, so the counts and the
-    transactions are taken over the same interval.
-    """
-    EVENTS = ["context-switches", "raw_syscalls:sys_enter"]
-
-    def __init__(self, tool, pids, workdir, tag):
-        self.out = os.path.join(workdir, f"perf-{tag}.csv")
+    def __init__(self, workdir, tag):
         ctl, ack = (os.path.join(workdir, f"perf-{tag}.{x}") for x in ("ctl", "ack"))
         for path in (ctl, ack):
             os.mkfifo(path)
         # Both FIFOs held read-write here: opening never blocks, even if perf never starts.
         self.ctl = os.open(ctl, os.O_RDWR)
         self.ack = os.open(ack, os.O_RDWR)
-        self.pids = pids
-        self.p = subprocess.Popen(
-            [tool, "stat", "-x,", "--per-thread", "-D", "-1", "--control",
-             f"fifo:{ctl},{ack}", "-e", ",".join(self.EVENTS), "-p",
-             ",".join(map(str, pids)), "-o", self.out],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            start_new_session=True)
+        self.control = ["-D", "-1", "--control", f"fifo:{ctl},{ack}"]
 
     def command(self, word, timeout=5.0):
         os.write(self.ctl, (word + "\n").encode())
         ready, _, _ = select.select([self.ack], [], [], timeout)
         if not ready:
-            raise ProbeError(f"perf stat did not acknowledge {word!r} within {timeout:g} s")
+            raise ProbeError(f"perf did not acknowledge {word!r} within {timeout:g} s")
         os.read(self.ack, 64)
         return time.time()
 
-    def finish(self):
-        """Stops perf; {pid: {event: count}}."""
+    def stop(self, what):
+        """SIGINT to perf, then its stderr; the FIFOs closed."""
         try:
             if self.p.poll() is None:
                 self.p.send_signal(signal.SIGINT)
@@ -148,10 +137,30 @@ class Perf:
         except subprocess.TimeoutExpired:
             os.killpg(self.p.pid, signal.SIGKILL)
             self.p.communicate()
-            raise ProbeError("perf stat did not stop")
+            raise ProbeError(f"perf {what} did not stop")
         finally:
             os.close(self.ctl)
             os.close(self.ack)
+        return err or ""
+
+
+class Perf(PerfControl):
+    """perf stat attached to pids, counting only between enable() and disable()."""
+    EVENTS = ["context-switches", "raw_syscalls:sys_enter"]
+
+    def __init__(self, tool, pids, workdir, tag):
+        super().__init__(workdir, tag)
+        self.out = os.path.join(workdir, f"perf-{tag}.csv")
+        self.pids = pids
+        self.p = subprocess.Popen(
+            [tool, "stat", "-x,", "--per-thread"] + self.control +
+            ["-e", ",".join(self.EVENTS), "-p", ",".join(map(str, pids)), "-o", self.out],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
+
+    def finish(self):
+        """Stops perf; {pid: {event: count}}."""
+        err = self.stop("stat")
         counts = {}
         try:
             with open(self.out) as fh:

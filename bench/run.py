@@ -79,8 +79,9 @@ ROUND_PARTS = ["latency", "bandwidth", "table5", "namespaces", "orb", "interpose
                "table2"]
 ONCE_PARTS = ["diagnose", "scale"]  # after the rounds
 # What the once-only parts took on a 2-core host, for the estimate of time left before they
-# have run (diagnose: perf stat where the db rounds missed a target; scale: VI fleets).
-ONCE_GUESS_S = {"diagnose": 5 if pg_plan.QUICK else 45, "scale": 50}
+# have run (diagnose: perf stat where the db rounds missed a target, Table 2's perf stat
+# and perf record runs; scale: VI fleets).
+ONCE_GUESS_S = {"diagnose": 5 if pg_plan.QUICK else 90, "scale": 50}
 ALL_PARTS = ROUND_PARTS + ["scale"]
 PARTS = [p for p in os.environ.get("VIPL_BENCH_PARTS", ",".join(ALL_PARTS)).split(",") if p]
 
@@ -726,6 +727,7 @@ class Runner:
             self.t2.speedups()
             if not pg_plan.QUICK:
                 self.t2.diagnose()
+                self.t2.breakdown()
 
     def write(self, elapsed):
         with open(os.path.join(self.out, "raw.csv"), "w", newline="") as fh:

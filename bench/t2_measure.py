@@ -18,6 +18,7 @@ import time
 
 import t2_plan as plan
 from pg_instance import PgError, SlowStart, pg
+from perf_profile import Profile
 from pg_proc import Perf, ProbeError, cpu_ns, sleep_until, vipl_stat
 from t2_nodes import parallel
 
@@ -32,6 +33,7 @@ class Run:
         self.kernel = 0  # vipl links: outgoing connections that stayed on the kernel
         self.addrs = set()
         self.perf = None  # {event: count} over the window, when perf counted
+        self.parts = None  # {part: CPU ns} over the window, when perf sampled
 
     def count(self, script=None):
         return sum(1 for txs in self.done.values() for _, _, s in txs
@@ -76,15 +78,16 @@ def pgbench_cmd(cluster, node, scripts, clients, seconds, prefix):
 
 
 def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
-            expect_remote, keep_history=False, perf=None):
+            expect_remote, keep_history=False, perf=None, profile=False):
     """link None: the 1-node baseline.  active: how many nodes run; drivers: the nodes
     whose pgbench runs.  perf: the perf tool, to count the servers' system calls and
     context switches over the window (run.perf: {event: count}, the window then being
-    perf's own, from its enable to its disable)."""
+    perf's own, from its enable to its disable); with profile, to sample where the
+    servers' CPU goes instead (run.parts: {part: ns}, perf_profile.py)."""
     cluster.restart(link, active, keep_history)
     nodes = cluster.nodes[:active]
     run = Run()
-    counter = None
+    counter = profiled = None
     procs = {}
     outs = {}
     tag = f"{time.monotonic_ns()}"
@@ -111,13 +114,18 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
             raise SlowStart(t_go - t_launch)
         if perf:  # attached before the window: its start-up is not counted
             sleep_until(t_go + plan.WARM_S / 2)
-            counter = Perf(perf, [p for n in nodes for p in n.processes()], logdir, tag)
+            tool = Profile if profile else Perf
+            counter = tool(perf, [p for n in nodes for p in n.processes()], logdir, tag)
         sleep_until(t_go + plan.WARM_S)
         run.t1 = counter.command("enable") if perf else time.time()
         cpu1 = {p: cpu_ns(p) for n in nodes for p in n.processes()}
         sleep_until(end)
         run.t2 = counter.command("disable") if perf else time.time()
-        if perf:
+        if perf and profile:
+            # Disabled, it samples nothing more: stopped and read after the checks below,
+            # which must run while the connections are open.
+            profiled, counter = counter, None
+        elif perf:
             counts = counter.finish()
             counter = None
             run.perf = {}
@@ -140,7 +148,13 @@ def measure(cluster, link, active, drivers, scripts, clients, seconds, logdir,
                     max(t for t, _, _ in done) < run.t2:
                 raise PgError(f"node {i}: pgbench's log does not cover the window")
             run.done[i] = [x for x in done if run.t1 < x[0] <= run.t2]
+        if profiled:
+            prof, profiled = profiled, None
+            prof.finish()
+            run.parts = prof.parts()
     finally:
+        if profiled:
+            counter = profiled
         if counter:
             try:
                 counter.finish()

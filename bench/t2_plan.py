@@ -140,6 +140,16 @@ PING_S = 2  # the PL/Proxy SELECT 1 round trip: one client, node 0 only
 RUN_TIMEOUT_S = 40
 
 
+# Where a remote operation's extra CPU goes (t2_run.py's breakdown, after the rounds, not
+# in --quick): the read-only workload at p = 0 and p = BREAKDOWN_P on each of
+# BREAKDOWN_LINKS, every server process of both nodes sampled by perf record
+# (perf_profile.py's parts); a part's extra per remote read = (its CPU per transaction at
+# p - at 0) / p.  Target: the link's part over vipl-shm <= LINK_PART_WANTED x unix's.
+BREAKDOWN_LINKS = ["unix", "vipl-shm", "tcp-veth"]
+BREAKDOWN_P = 50
+LINK_PART_WANTED = 0.4
+
+
 class Target:
     """speedup of link (minus speedup of base, if any) >= wanted, at workload and p."""
 

@@ -2,10 +2,12 @@
 
 report.py calls target_specs() for its targets table and section(report) for the rest:
 the speedups per link and p beside the paper's, table2.png, latency, CPU, the PL/Proxy
-round trip, the two-phase-commit variant.
+round trip, the two-phase-commit variant, where a remote read's extra CPU goes
+(t2_breakdown.py).
 """
 import os
 
+import t2_breakdown
 import t2_plan as plan
 from t2_plan import BASE, LINKS, PAPER, PAPER_LINK, TARGETS, TWO_PC, WORKLOADS
 
@@ -51,7 +53,7 @@ def targets(rep):
                 hits.append(t.met(ra, rb))
         rows.append([t.text, measured, wanted,
                      "**yes**" if t.met(a, b) else "**no**", f"{sum(hits)}/{len(hits)}"])
-    return rows
+    return rows + t2_breakdown.targets(rep, pl)
 
 
 def section(rep):
@@ -125,6 +127,7 @@ def section(rep):
     plot(rep, pl)
     latency_cpu(rep, pl)
     where_time_goes(rep, pl)
+    t2_breakdown.section(rep, pl)
     ping(rep, pl)
     two_pc(rep, pl)
     rep.emit("Caveats:", "",

@@ -281,6 +281,43 @@ class Table2Part:
             self.add(f"t2_{w.name}_perf_cpu", link, p, run.cpu_ns / 1000 / n, "us/tx", n)
             self.add(f"t2_{w.name}_perf_tps", link, p, run.tps(), "tx/s", n)
 
+    def breakdown(self):
+        """perf record of every server process during the read-only workload at p = 0 and
+        p = BREAKDOWN_P on each breakdown link: CPU per transaction by part (t2_ro_part_*);
+        t2_breakdown.py reports a remote read's extra CPU per part."""
+        perf = shutil.which("perf")
+        if self.error or not perf:
+            return
+        w = next(w for w in plan.WORKLOADS if w.name == "ro")
+        self.r.round = 0
+        for link in plan.BREAKDOWN_LINKS:
+            if link not in plan.LINK:
+                continue
+            for p in (0, plan.BREAKDOWN_P):
+                print(f"  table2: where the CPU goes, {w.name} p={p} {link}", flush=True)
+                scripts = [(self.scripts[f"{w.name}-local"], 100 - p),
+                           (self.scripts[f"{w.name}-remote"], p)]
+                run = None
+                for attempt in (1, 2):  # as in diagnose: perf's attaching can stall one
+                    try:
+                        run = measure(self.cluster, plan.LINK[link], self.n,
+                                      list(range(self.n)), scripts, plan.CLIENTS,
+                                      plan.PGBENCH_S, self.logs, p > 0, perf=perf,
+                                      profile=True)
+                        break
+                    except RUN_ERRORS as e:
+                        print(f"  ! table2: perf record, {w.name} p={p} {link}, attempt "
+                              f"{attempt}: {e}", flush=True)
+                        if attempt == 2:
+                            self.r.fail(f"t2_{w.name}_part", link, self.placement(),
+                                        f"p={p}: {e}")
+                n = run.count() if run else 0
+                if not n or not run.parts:
+                    continue
+                for part, ns in run.parts.items():
+                    self.add(f"t2_{w.name}_part_{part}", link, p, ns / 1000 / n, "us/tx", n)
+                self.add(f"t2_{w.name}_part_remote", link, p, run.count(1) / n, "share", n)
+
     def cpu_split(self, bench, w, link, p, run):
         """Server CPU per local and per remote transaction.  A local transaction costs the
         same at any p, so the p = 0 run of the same link and round gives it; the rest of
