@@ -35,8 +35,8 @@ class Profile(PerfControl):
         self.tool = tool
         self.out = os.path.join(workdir, f"perf-{tag}.data")
         self.p = subprocess.Popen(
-            [tool, "record", "-q", "-B", "-N", "-e", "cpu-clock", "-c", str(PERIOD_NS)] + self.control +
-            ["-p", ",".join(map(str, pids)), "-o", self.out],
+            [tool, "record", "-q", "-B", "-N", "-e", "cpu-clock", "-c", str(PERIOD_NS)] +
+            self.control + ["-p", ",".join(map(str, pids)), "-o", self.out],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
 
