@@ -7,8 +7,6 @@
   - a report without the link says why in its targets table.
 Usage: before_check.py   (exit 0 = every check held)
 """
-import csv
-import json
 import os
 import shutil
 import subprocess
@@ -17,17 +15,12 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from check_kit import Checks  # noqa: E402
 import pg_before  # noqa: E402
 import pg_run  # noqa: E402
 from pg_plan import COPY_BYTES  # noqa: E402
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 class Rep:
@@ -118,11 +111,7 @@ def main():
     build_script_gives_up()
     ratios_per_round()
     not_measured()
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("every check held")
-    return 0
+    return check.exit_status()
 
 
 if __name__ == "__main__":

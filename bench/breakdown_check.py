@@ -17,18 +17,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from check_kit import Checks  # noqa: E402
 import perf_profile  # noqa: E402
 import t2_breakdown  # noqa: E402
 import t2_plan  # noqa: E402
 from pg_proc import cpu_ns  # noqa: E402
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check = Checks()
 
 
 def live_profile():
@@ -106,11 +101,7 @@ def main():
     report_parsing()
     extra_and_target()
     live_profile()
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("every check held")
-    return 0
+    return check.exit_status()
 
 
 if __name__ == "__main__":

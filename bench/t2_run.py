@@ -255,23 +255,8 @@ class Table2Part:
         for name, p, link in runs:
             print(f"  table2: perf stat, {name} p={p} {link}", flush=True)
             w = next(w for w in plan.WORKLOADS if w.name == name)
-            scripts = [(self.scripts[f"{name}-local"], 100 - p),
-                       (self.scripts[f"{name}-remote"], p)]
-            run = None
-            for attempt in (1, 2):  # perf's attaching can stall a connection's rendezvous
-                try:
-                    run = measure(self.cluster, plan.LINK[link], self.n, list(range(self.n)),
-                                  scripts, plan.CLIENTS, plan.PGBENCH_S, self.logs, True,
-                                  perf=perf)
-                    break
-                except RUN_ERRORS as e:
-                    print(f"  ! table2: perf stat, {name} p={p} {link}, attempt {attempt}: "
-                          f"{e}", flush=True)
-                    if attempt == 2:
-                        self.r.fail(f"t2_{name}_perf", link, self.placement(), f"p={p}: {e}")
-            if run is None:
-                continue
-            n = run.count()
+            run = self.perf_run(perf, False, name, p, link)
+            n = run.count() if run else 0
             if not n or not run.perf:
                 continue
             self.add(f"t2_{w.name}_perf_sys", link, p,
@@ -280,6 +265,25 @@ class Table2Part:
                      "1/tx", n)
             self.add(f"t2_{w.name}_perf_cpu", link, p, run.cpu_ns / 1000 / n, "us/tx", n)
             self.add(f"t2_{w.name}_perf_tps", link, p, run.tps(), "tx/s", n)
+
+    def perf_run(self, perf, profile, name, p, link):
+        """One run of workload name at p on link under perf (stat, or record with
+        profile), tried twice: perf's attaching can stall a connection's rendezvous past its
+        deadline.  None, and a failure in the report, when both attempts failed."""
+        what = "perf record" if profile else "perf stat"
+        scripts = [(self.scripts[f"{name}-local"], 100 - p), (self.scripts[f"{name}-remote"], p)]
+        for attempt in (1, 2):
+            try:
+                return measure(self.cluster, plan.LINK[link], self.n, list(range(self.n)),
+                               scripts, plan.CLIENTS, plan.PGBENCH_S, self.logs, p > 0,
+                               perf=perf, profile=profile)
+            except RUN_ERRORS as e:
+                print(f"  ! table2: {what}, {name} p={p} {link}, attempt {attempt}: {e}",
+                      flush=True)
+                if attempt == 2:
+                    self.r.fail(f"t2_{name}_{'part' if profile else 'perf'}", link,
+                                self.placement(), f"p={p}: {e}")
+        return None
 
     def breakdown(self):
         """perf record of every server process during the read-only workload at p = 0 and
@@ -295,22 +299,7 @@ class Table2Part:
                 continue
             for p in (0, plan.BREAKDOWN_P):
                 print(f"  table2: where the CPU goes, {w.name} p={p} {link}", flush=True)
-                scripts = [(self.scripts[f"{w.name}-local"], 100 - p),
-                           (self.scripts[f"{w.name}-remote"], p)]
-                run = None
-                for attempt in (1, 2):  # as in diagnose: perf's attaching can stall one
-                    try:
-                        run = measure(self.cluster, plan.LINK[link], self.n,
-                                      list(range(self.n)), scripts, plan.CLIENTS,
-                                      plan.PGBENCH_S, self.logs, p > 0, perf=perf,
-                                      profile=True)
-                        break
-                    except RUN_ERRORS as e:
-                        print(f"  ! table2: perf record, {w.name} p={p} {link}, attempt "
-                              f"{attempt}: {e}", flush=True)
-                        if attempt == 2:
-                            self.r.fail(f"t2_{w.name}_part", link, self.placement(),
-                                        f"p={p}: {e}")
+                run = self.perf_run(perf, True, w.name, p, link)
                 n = run.count() if run else 0
                 if not n or not run.parts:
                     continue
