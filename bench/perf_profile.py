@@ -8,7 +8,7 @@ import subprocess
 from pg_proc import PerfControl, ProbeError
 
 # One sample per PERIOD_NS of CPU a process runs (cpu-clock counts nanoseconds): a sample
-# stands for exactly that much CPU; ~12,000 samples in a 3 s window on two CPUs.
+# stands for exactly that much CPU; ~6,000 samples in Table 2's ~1.5 s window on two CPUs.
 PERIOD_NS = 500_000
 # (part, label, how a shared object's name is matched): the first match takes a sample.
 PARTS = [

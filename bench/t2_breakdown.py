@@ -7,7 +7,7 @@ remote read adds to a local one in that part.
 t2_report.py calls section(rep, pl) and takes targets(rep, pl) into Table 2's targets.
 """
 import t2_plan as plan
-from perf_profile import PARTS
+from perf_profile import PARTS, PERIOD_NS
 
 
 def extra(rep, pl, link):
@@ -39,7 +39,8 @@ def section(rep, pl):
         "### Where a remote read's extra CPU goes", "",
         f"One run each of the read-only workload at p = 0 and p = {plan.BREAKDOWN_P} per "
         "link after the rounds, every server process of both nodes sampled by `perf record` "
-        "(cpu-clock, one sample per 0.5 ms of CPU) over the measured window; each sample is "
+        f"(cpu-clock, one sample per {PERIOD_NS / 1e6:g} ms of CPU) over the measured "
+        "window; each sample is "
         "put in a part by the object it ran in. A part's extra per remote read = (its CPU "
         f"per transaction at p = {plan.BREAKDOWN_P} - at p = 0) / the run's share of remote "
         "transactions: what a remote read costs both nodes beyond a local read. Parts: " +
