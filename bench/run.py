@@ -50,6 +50,10 @@ SPIN_US = "1000000"  # the largest VIPL_SPIN_US accepted
 STREAM_MODES = [("stream-spin", {"VIPL_STREAM_SPIN_US": SPIN_US}),
                 ("stream-block", {"VIPL_STREAM_SPIN_US": "0"}),
                 ("asio", None)]
+# The stream's copy path at every bandwidth size (zero copy off: threshold 0 = never),
+# spinning, across cores: the 1 MiB write's other way, beside its zero copy.
+STREAM_COPY = ("stream-copy", {"VIPL_STREAM_SPIN_US": SPIN_US,
+                               "VIPL_STREAM_ZCOPY_THRESHOLD": "0"})
 STREAM_LAT_SIZES = [8, 64, 1024, 4096, 16384, 65536]
 # Each call's cost on a message's way (bench-stream-cost): a second a round.
 CALL_COST_SIZES = [8, 1024]
@@ -578,7 +582,8 @@ class Runner:
             self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
             self.ucx("bw", placement)
             self.own_bw("fabric", placement, "bench-fabric")
-            for name, env in STREAM_MODES[:2]:
+            modes = STREAM_MODES[:2] + ([STREAM_COPY] if placement == "cross" else [])
+            for name, env in modes:
                 self.own_bw(name, placement, "bench-stream", ["--variant", "stream"], env=env)
 
     def interposer_round(self):
