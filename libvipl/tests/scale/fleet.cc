@@ -34,8 +34,8 @@ enum Phase : int32_t {
     kClosed
 };
 
-// Ring traffic: the largest sends that still go through the ring
-// (VIPL_SHM_COPY_THRESHOLD's default), at most four outstanding per queue so
+// Ring traffic: sends that go through the ring as one record each
+// (below VIPL_SHM_COPY_THRESHOLD), at most four outstanding per queue so
 // that no work queue grows past its first allocation.
 constexpr uint32_t kWrapMsg = 512;
 constexpr int kWave = 4;

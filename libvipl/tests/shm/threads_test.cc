@@ -12,7 +12,7 @@
 
 namespace {
 
-constexpr uint32_t kMsg = 16384; // above SHM_COPY_THRESHOLD (8 KiB): SEND-GET
+constexpr uint32_t kMsg = 96 * 1024; // above half the ring (64 KiB): SEND-GET
 constexpr int kEchoRecvs = 16;
 
 // Accepts up to kMaxConn connections on disc (one NIC) and sends every

@@ -9,7 +9,7 @@
 
 namespace {
 
-constexpr uint32_t kLen = 2000; // above COPY_THRESHOLD: the receiver reads it itself
+constexpr uint32_t kLen = 2000; // a copy through the ring
 constexpr int kRounds = 20;
 
 // The sender: one VI per discriminator; sends on command.

@@ -8,10 +8,15 @@ namespace {
     VIPL_CONFIG_ALIAS(ShmConfig, name, def, type, field, lo, hi, help, old)
 
 const ConfigRow kRows[] = {
-    // A threshold of 8 KiB, not 512 B: on today's hosts the receiver's process_vm_readv
-    // costs more than copying a few KiB twice (one-way 1 KiB 0.4 us copied against 2.3 by
-    // SEND-GET, 1 KiB streamed 1.7x faster across cores; measured with bench-vipl).
-    ROW("SHM_COPY_THRESHOLD", "8192", u32, copy_threshold, 0, 65536,
+    // Copy whatever fits half the ring (64 KiB of the default 128 KiB), not the paper's
+    // 512 B: the receiver's process_vm_readv (a system call that pins the sender's pages)
+    // costs more than two copies up to there, both placements (bench-vipl, AMD EPYC, 2
+    // cores / 1 core: one-way 16 KiB 1.6 / 4.5 us copied against 3.7 / 6.2 by SEND-GET,
+    // 32 KiB 2.9 / 6.0 against 5.3 / 7.5; 16 KiB streamed 1.45x / 1.4x faster).  Larger
+    // sends stay SEND-GET: pieces through the ring beat it across cores (1 MiB 13.5
+    // against 8.4 GB/s) but lose on one CPU (5.8 against 8.5), and make the sender's
+    // later calls carry the message.
+    ROW("SHM_COPY_THRESHOLD", "65536", u32, copy_threshold, 0, 65536,
         "sends of at most this many bytes use COPY-SEND-COPY through the ring when they fit "
         "half of it, larger ones SEND-GET (single copy by the receiver)",
         "COPY_THRESHOLD"),
