@@ -464,7 +464,13 @@ class Report:
             "write returns only once the reader took it (the writer's buffer is the source), "
             "so one write's reads never overlap the next write's announcement; and blocking "
             "adds two sleeps per write (the reader's until the announcement, the writer's "
-            "until the done), where raw libvipl's sends go on without waiting.", "")
+            "until the done), where raw libvipl's sends go on without waiting. Copied, the "
+            "writer copies each byte once (into its send buffers) and the reader twice (the "
+            "transport's SEND-GET from the writer's buffer into its receive buffer, then out "
+            "into the caller's), against raw libvipl's one copy by the reader: the reader "
+            "is the bound. Level with raw libvipl would take the reader pulling from the "
+            "writer's send buffers straight into the caller's buffer, as zero copy does "
+            "from the caller's own pages.", "")
 
     def call_cost(self):
         """Where a stream message's time goes (bench-stream-cost)."""
