@@ -456,8 +456,9 @@ class Report:
         """How the stream's large writes move, beside the bandwidth table."""
         self.emit(
             "How 1 MiB and larger writes move: zero copy (the threshold is 1 MiB; *copied*: "
-            "`VIPL_STREAM_ZCOPY_THRESHOLD=0`, every write through the ring). The writer "
-            "announces regions of up to 4 MiB, two at a time; a blocking reader RDMA-reads "
+            "`VIPL_STREAM_ZCOPY_THRESHOLD=0`, every write copied into the send buffers). "
+            "The writer announces regions of up to 4 MiB, two at a time; a blocking reader "
+            "RDMA-reads "
             "each straight into its own buffer, one RDMA read per region (on shm one "
             "`process_vm_readv`: pin the writer's pages, copy, unpin), as raw libvipl's "
             "SEND-GET does per message. Where the stream still gives way to raw libvipl: the "
