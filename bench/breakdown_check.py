@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Checks Table 2's "where a remote read's extra CPU goes" (ctest "bench: perf record ..."):
+"""Checks Table 2's "where a remote read's extra CPU goes" (ctest "bench: perf record ...")
+and the system calls counted one by one beside it:
   - perf_profile.Profile attached to a busy process counts the CPU it ran between enable
     and disable as /proc/<pid>/schedstat does (within a quarter), all in part "other";
   - parts_of_report puts perf report's objects into their parts;
   - t2_breakdown.extra divides each part's growth by the share of remote transactions,
-    and its target row compares the link parts of vipl-shm and unix.
+    and its target row compares the link parts of vipl-shm and unix;
+  - pg_proc.Perf counts a process's write and sched_yield calls one by one (at least as
+    many as it made between enable and disable, and no more than the total), and both
+    reports list them per transaction, most frequent first, leaving out the rare ones.
 Usage: breakdown_check.py   (exit 0 = every check held; needs perf and root or
 perf_event_paranoid <= 1)
 """
@@ -19,8 +23,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from check_kit import Checks  # noqa: E402
 import perf_profile  # noqa: E402
+import pg_proc  # noqa: E402
+import pg_report  # noqa: E402
 import t2_breakdown  # noqa: E402
 import t2_plan  # noqa: E402
+import t2_report  # noqa: E402
 from pg_proc import cpu_ns  # noqa: E402
 
 check = Checks()
@@ -97,10 +104,89 @@ def extra_and_target():
     check(t2_breakdown.extra(rep, "n2", "tcp-veth") is None, "a link not measured: None")
 
 
+# A child that makes WRITES write()s and YIELDS sched_yield()s once told to, then waits.
+CALLER = """import os, sys
+sys.stdin.buffer.read(1)
+fd = os.open(os.devnull, os.O_WRONLY)
+for _ in range({w}):
+    os.write(fd, b"x")
+for _ in range({y}):
+    os.sched_yield()
+os.write(1, b"done\\n")
+sys.stdin.buffer.read(1)
+"""
+
+
+def live_calls():
+    perf = shutil.which("perf")
+    calls = pg_proc.traced_calls()
+    if not perf or "write" not in calls or "sched_yield" not in calls:
+        check(False, f"perf and the syscalls tracepoints (tracefs) are here: {calls}")
+        return
+    writes, yields = 3000, 700
+    child = subprocess.Popen([sys.executable, "-c", CALLER.format(w=writes, y=yields)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    tmp = tempfile.mkdtemp(prefix="vipl-calls-check-")
+    try:
+        counter = pg_proc.Perf(perf, [child.pid], tmp, "calls")
+        time.sleep(0.3)  # perf attached
+        counter.command("enable")
+        child.stdin.write(b"g")
+        child.stdin.flush()
+        done = child.stdout.readline()
+        counter.command("disable")
+        got = counter.finish().get(child.pid, {})
+        w = got.get(pg_proc.call_event("write"), 0)
+        y = got.get(pg_proc.call_event("sched_yield"), 0)
+        total = got.get("raw_syscalls:sys_enter", 0)
+        check(done == b"done\n", f"the child ran its calls: {done!r}")
+        check(writes <= w <= writes + 20, f"write counted one by one: {w} of {writes}")
+        check(yields <= y <= yields + 20, f"sched_yield counted: {y} of {yields}")
+        check(total >= w + y, f"the total ({total}) holds them")
+    finally:
+        child.kill()
+        child.wait()
+        shutil.rmtree(tmp)
+
+
+class DataRep:
+    """A report's data as report.Report keeps it: {key: (value, iterations)}."""
+
+    def __init__(self, data):
+        self.data = {k: (v, 1) for k, v in data.items()}
+
+    def get(self, bench, link, pl, p):
+        v = self.data.get((bench, link, pl, p))
+        return None if v is None else v[0]
+
+
+def call_columns():
+    pre = "t2_ro_perf_call_"
+    rep = DataRep({(pre + "recvfrom", "unix", "n2", 10): 2.0,
+                   (pre + "sendto", "unix", "n2", 10): 1.25,
+                   (pre + "futex", "unix", "n2", 10): 0.01,
+                   (pre + "write", "vipl-shm", "n2", 10): 1.1,
+                   (pre + "recvfrom", "unix", "n2", 25): 9.0})
+    got = t2_report.by_call(rep, pre, "unix", "n2", 10)
+    check(got == "recvfrom 2.00, sendto 1.25", f"Table 2's calls of one run: {got!r}")
+    check(t2_report.by_call(rep, pre, "tcp-veth", "n2", 10) == "–", "no calls counted: –")
+    t = next(t for t in pg_report.TARGETS if t.placement == "same")
+    key = (t.workload, t.placement, t.clients)
+    rep = DataRep({(f"pg_{key[0]}_perf_call_ppoll_client", t.link, *key[1:]): 1.0,
+                   (f"pg_{key[0]}_perf_call_recvfrom_client", t.base, *key[1:]): 2.0,
+                   (f"pg_{key[0]}_perf_call_futex_server", t.link, *key[1:]): 0.02})
+    rows = pg_report.call_rows(rep, t, "tx")
+    names = [r[0].split(",")[0] for r in rows]
+    check(names == ["`ppoll`", "`recvfrom`"], f"the database's rows, rare calls left out: {rows}")
+    check(rows[1][1:] == ["–", "2.00"], f"a call one link does not make: {rows[1]}")
+
+
 def main():
     report_parsing()
     extra_and_target()
+    call_columns()
     live_profile()
+    live_calls()
     return check.exit_status()
 
 

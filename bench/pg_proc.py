@@ -144,17 +144,40 @@ class PerfControl:
         return err or ""
 
 
+# The system calls counted one by one beside the total: a socket's (sendto, recvfrom,
+# poll) against the interconnect's doorbell (write, read of an eventfd) and sleep (ppoll,
+# epoll); sched_yield from its spin, openat and close from its look at the CPU's contention
+# (/proc/thread-self/schedstat, read too).  Those this kernel traces (tracefs mounted).
+CALLS = ["read", "write", "sendto", "recvfrom", "poll", "ppoll", "epoll_wait", "epoll_pwait",
+         "epoll_pwait2", "futex", "sched_yield", "openat", "close"]
+
+
+def traced_calls():
+    """The CALLS whose sys_enter tracepoint exists here; [] when tracefs is not mounted."""
+    for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        base = os.path.join(root, "events", "syscalls")
+        if os.path.isdir(base):
+            return [c for c in CALLS if os.path.isdir(os.path.join(base, f"sys_enter_{c}"))]
+    return []
+
+
+def call_event(call):
+    return f"syscalls:sys_enter_{call}"
+
+
 class Perf(PerfControl):
-    """perf stat attached to pids, counting only between enable() and disable()."""
+    """perf stat attached to pids, counting only between enable() and disable(): context
+    switches, system calls, and the system calls of CALLS one by one."""
     EVENTS = ["context-switches", "raw_syscalls:sys_enter"]
 
     def __init__(self, tool, pids, workdir, tag):
         super().__init__(workdir, tag)
         self.out = os.path.join(workdir, f"perf-{tag}.csv")
         self.pids = pids
+        events = self.EVENTS + [call_event(c) for c in traced_calls()]
         self.p = subprocess.Popen(
             [tool, "stat", "-x,", "--per-thread"] + self.control +
-            ["-e", ",".join(self.EVENTS), "-p", ",".join(map(str, pids)), "-o", self.out],
+            ["-e", ",".join(events), "-p", ",".join(map(str, pids)), "-o", self.out],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
 

@@ -166,6 +166,8 @@ def where_time_goes(rep):
              "and context switches of every run (median over rounds), `perf stat` "
              "(context switches, `raw_syscalls:sys_enter`) of one extra run after the rounds "
              "(perf's counting slows system calls, so its runs are not in the tables above), "
+             "the same run's system calls one by one (a socket's `sendto`, `recvfrom`, `poll` "
+             "against the interconnect's doorbell `write`, eventfd `read` and its sleep), "
              "and the interconnect's own counters (`vipl-run --stat` of the backends and the "
              "client at both ends of the window: calls made through the interposer, stream "
              "messages in + out, spins that found data, sleeps). Stream messages and spins "
@@ -192,7 +194,25 @@ def where_time_goes(rep):
             if va is None and vb is None:
                 continue
             rows.append([f"{text} / {per}", fmt(va, 2), fmt(vb, 2)])
+        rows += call_rows(rep, t, per)
         rep.table(["", t.link, t.base], rows)
+
+
+def call_rows(rep, t, per):
+    """perf stat's count of each system call traced one by one (pg_proc.CALLS), where
+    either link makes 0.05 or more of it per transaction."""
+    rows = []
+    for side in ("server", "client"):
+        prefix, suffix = f"pg_{t.workload}_perf_call_", f"_{side}"
+        calls = sorted({k[0][len(prefix):-len(suffix)] for k in rep.data
+                        if k[0].startswith(prefix) and k[0].endswith(suffix)})
+        for call in calls:
+            bench = f"{prefix}{call}{suffix}"
+            va = rep.get(bench, t.link, t.placement, t.clients)
+            vb = rep.get(bench, t.base, t.placement, t.clients)
+            if max(va or 0, vb or 0) >= 0.05:
+                rows.append([f"`{call}`, {side} (perf stat) / {per}", fmt(va, 2), fmt(vb, 2)])
+    return rows
 
 
 def plot(rep):

@@ -22,7 +22,8 @@ import time
 import pg_plan as plan
 from pg_instance import Instance, PgError, SlowStart, as_postgres, pg, sh
 from pg_plan import COPY_BYTES, LINKS, PLACEMENTS, WORKLOADS
-from pg_proc import Perf, ProbeError, Snap, cmdline, grown, sleep_until, stat_grown
+from pg_proc import (Perf, ProbeError, Snap, call_event, cmdline, grown, sleep_until,
+                     stat_grown, traced_calls)
 
 TPCB_RESET = ["VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history"]
 MIN_WINDOW_S = 0.25
@@ -408,9 +409,12 @@ class PgPart:
         if win.perf:
             counts = win.perf[2]
             for side, pids in (("server", win.server), ("client", win.client)):
-                for event, name in (("context-switches", "cs"), ("raw_syscalls:sys_enter", "sys")):
+                events = [("context-switches", "cs"), ("raw_syscalls:sys_enter", "sys")]
+                events += [(call_event(c), f"call_{c}") for c in traced_calls()]
+                for event, name in events:
                     total = sum(counts.get(pid, {}).get(event, 0) for pid in pids)
-                    add(f"perf_{name}_{side}", total / n, f"1/{per}", n)
+                    if total or not name.startswith("call_"):
+                        add(f"perf_{name}_{side}", total / n, f"1/{per}", n)
             return
         if per == "tx":
             lat = sorted(us for t, us in win.done if s1.t < t <= s2.t)

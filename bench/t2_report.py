@@ -191,7 +191,8 @@ def where_time_goes(rep, pl):
                              fmt(g(f"{bench}_perf_tps", link.name, pl, p)),
                              fmt(g(f"{bench}_perf_cpu", link.name, pl, p), 1),
                              fmt(g(f"{bench}_cpu_remote", link.name, pl, p), 1),
-                             fmt(sys_), fmt(g(f"{bench}_perf_cs", link.name, pl, p))])
+                             fmt(sys_), fmt(g(f"{bench}_perf_cs", link.name, pl, p)),
+                             by_call(rep, f"{bench}_perf_call_", link.name, pl, p)])
     if not rows:
         return
     rep.emit("### Where the time goes (targets missed)", "",
@@ -199,9 +200,27 @@ def where_time_goes(rep, pl):
              "beside the one it is compared with, under `perf stat` (every server process of "
              "both nodes: `raw_syscalls:sys_enter`, `context-switches`, per transaction; "
              "perf slows system calls, so these runs are not in the tables above); CPU "
-             "remote is the rounds' median.", "")
+             "remote is the rounds' median. By call: the system calls of every server "
+             "process per transaction, each counted by its own tracepoint (those at 0.05 "
+             "or more): a socket link shows `sendto`, `recvfrom` and `poll`; the "
+             "interconnect's doorbell shows as `write` (waking a peer) and `read` (an "
+             "awakened process clearing its eventfd), its sleep as `ppoll` or `epoll_*`, "
+             "its spin policy's look at the CPU's contention (at most every 2 ms per "
+             "thread) as `openat`, `read` and `close` of `/proc/thread-self/schedstat`.",
+             "")
     rep.table(["workload", "p %", "link", "TPS (perf run)", "CPU/tx (us)",
-               "CPU remote (us)", "system calls/tx", "context switches/tx"], rows)
+               "CPU remote (us)", "system calls/tx", "context switches/tx", "by call"], rows)
+
+
+def by_call(rep, prefix, link, pl, p):
+    """`name count` of every system call counted one by one, most frequent first."""
+    calls = []
+    for (bench, transport, place, size), v in rep.data.items():
+        if bench.startswith(prefix) and (transport, place, size) == (link, pl, p):
+            if v[0] is not None and v[0] >= 0.05:
+                calls.append((v[0], bench[len(prefix):]))
+    calls.sort(reverse=True)
+    return ", ".join(f"{name} {v:.2f}" for v, name in calls) or "–"
 
 
 def ping(rep, pl):

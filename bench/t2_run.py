@@ -22,7 +22,7 @@ import time
 
 import t2_plan as plan
 from pg_instance import PgError, SlowStart
-from pg_proc import ProbeError
+from pg_proc import ProbeError, call_event, traced_calls
 from t2_measure import measure, percentile, write_scripts
 from t2_net import Bridge
 from t2_nodes import Cluster
@@ -263,6 +263,10 @@ class Table2Part:
                      run.perf.get("raw_syscalls:sys_enter", 0) / n, "1/tx", n)
             self.add(f"t2_{w.name}_perf_cs", link, p, run.perf.get("context-switches", 0) / n,
                      "1/tx", n)
+            for call in traced_calls():
+                k = run.perf.get(call_event(call))
+                if k:
+                    self.add(f"t2_{w.name}_perf_call_{call}", link, p, k / n, "1/tx", n)
             self.add(f"t2_{w.name}_perf_cpu", link, p, run.cpu_ns / 1000 / n, "us/tx", n)
             self.add(f"t2_{w.name}_perf_tps", link, p, run.tps(), "tx/s", n)
 
