@@ -81,11 +81,14 @@ def report_parsing():
 
 
 class Rep:
+    """A report's data as report.Report keeps it: {key: (value, iterations)}."""
+
     def __init__(self, data):
-        self.data = data
+        self.data = {k: (v, 1) for k, v in data.items()}
 
     def get(self, bench, link, pl, p):
-        return self.data.get((bench, link, pl, p))
+        v = self.data.get((bench, link, pl, p))
+        return None if v is None else v[0]
 
 
 def extra_and_target():
@@ -149,20 +152,9 @@ def live_calls():
         shutil.rmtree(tmp)
 
 
-class DataRep:
-    """A report's data as report.Report keeps it: {key: (value, iterations)}."""
-
-    def __init__(self, data):
-        self.data = {k: (v, 1) for k, v in data.items()}
-
-    def get(self, bench, link, pl, p):
-        v = self.data.get((bench, link, pl, p))
-        return None if v is None else v[0]
-
-
 def call_columns():
     pre = "t2_ro_perf_call_"
-    rep = DataRep({(pre + "recvfrom", "unix", "n2", 10): 2.0,
+    rep = Rep({(pre + "recvfrom", "unix", "n2", 10): 2.0,
                    (pre + "sendto", "unix", "n2", 10): 1.25,
                    (pre + "futex", "unix", "n2", 10): 0.01,
                    (pre + "write", "vipl-shm", "n2", 10): 1.1,
@@ -172,7 +164,7 @@ def call_columns():
     check(t2_report.by_call(rep, pre, "tcp-veth", "n2", 10) == "–", "no calls counted: –")
     t = next(t for t in pg_report.TARGETS if t.placement == "same")
     key = (t.workload, t.placement, t.clients)
-    rep = DataRep({(f"pg_{key[0]}_perf_call_ppoll_client", t.link, *key[1:]): 1.0,
+    rep = Rep({(f"pg_{key[0]}_perf_call_ppoll_client", t.link, *key[1:]): 1.0,
                    (f"pg_{key[0]}_perf_call_recvfrom_client", t.base, *key[1:]): 2.0,
                    (f"pg_{key[0]}_perf_call_futex_server", t.link, *key[1:]): 0.02})
     rows = pg_report.call_rows(rep, t, "tx")
