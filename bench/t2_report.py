@@ -205,7 +205,7 @@ def where_time_goes(rep, pl):
              "or more): a socket link shows `sendto`, `recvfrom` and `poll`; the "
              "interconnect's doorbell shows as `write` (waking a peer) and `read` (an "
              "awakened process clearing its eventfd), its sleep as `ppoll` or `epoll_*`, "
-             "its spin policy's look at the CPU's contention (at most every 2 ms per "
+             "its spin policy's look at the CPU's contention (at most every 10 ms per "
              "thread) as `openat`, `read` and `close` of `/proc/thread-self/schedstat`.",
              "")
     rep.table(["workload", "p %", "link", "TPS (perf run)", "CPU/tx (us)",

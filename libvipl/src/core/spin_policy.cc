@@ -30,11 +30,18 @@ static bool probe_now() {
 
 // Whether other tasks wait for this thread's CPU: more than a tenth of the
 // time since the last look went by runnable but not running (the run delay of
-// /proc/thread-self/schedstat), looked at every 2 ms at most (the look costs
-// three system calls).  A spinner there takes the CPU from work that would
-// run in its place (a database node with more processes than CPUs): spin_plan
-// then gives no longer spin for a peer at work.  No /proc: never.
+// /proc/thread-self/schedstat), looked at every kLookPace at most.  A spinner
+// there takes the CPU from work that would run in its place (a database node
+// with more processes than CPUs): spin_plan then gives no longer spin for a
+// peer at work.  No /proc: never.
+//
+// The pace: a look costs three system calls and a path walk in /proc (8 us on
+// an EPYC host; a descriptor kept per thread would cost 1 us, but the library
+// leaves no descriptor open once its NICs are closed).  At 2 ms a backend of a
+// busy database node looked about once a transaction (Table 2, TPC-B-like);
+// at 10 ms a fifth of that, and a node's load changes more slowly than that.
 static bool cpu_contended() {
+    constexpr uint64_t kLookPace = 10'000'000; // ns
     struct Look {
         uint64_t next = 0, at = 0, delay = 0;
         bool busy = false;
@@ -44,7 +51,7 @@ static bool cpu_contended() {
     // The coarse clock (a tick of 1-4 ms) is enough to pace the looks and costs less.
     uint64_t now = coarse_ns();
     if (now < l.next) return l.busy;
-    l.next = now + 2'000'000;
+    l.next = now + kLookPace;
     int saved = errno;
     int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
     char buf[96];
@@ -91,11 +98,6 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
         if (l.handoff_misses >= kHandoffMissesMax && !probe_now()) plan.peer_cpu_known = false;
         return plan;
     }
-    // While other tasks wait for this CPU, a peer at work earns no longer spin (below):
-    // a caller whose peer takes longer than the budget leaves the CPU to the tasks
-    // waiting for it.  Spins that win go on (a server whose next request comes within
-    // the budget: no wake-up to pay), spins that miss shrink as anywhere.
-    bool contended = config().spin_contended && cpu_contended();
     // A peer at work on the connection (not asleep on it) answers or gives room soon: a
     // reader copying out what a writer waits to add to, a server working on a request.
     // Four times the budget, whatever single misses taught: a sleep and a wake-up across
@@ -104,8 +106,13 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     // more than twice the best).  Unless its spins keep missing: a peer at work on
     // something else (a server's client between two requests) is spun for as any other.
     // A peer asleep on the connection waits for us.
+    // Nor while other tasks wait for this CPU: a caller whose peer takes longer than the
+    // budget leaves the CPU to them.  Spins that win go on (a server whose next request
+    // comes within the budget: no wake-up to pay), spins that miss shrink as anywhere.
+    // The CPU is looked at only here, where it decides something (a look is costly).
     l.planned_busy = vi->prov && ops->peer_busy(vi);
-    if (l.planned_busy && l.busy_misses < kBusyMissesMax && !contended) {
+    if (l.planned_busy && l.busy_misses < kBusyMissesMax &&
+        !(config().spin_contended && cpu_contended())) {
         ns *= kBusyPeerFactor;
     } else if (l.spin_misses >= kSpinMissesMax) {
         if (!probe_now()) return SpinPlan{};
