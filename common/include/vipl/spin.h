@@ -10,9 +10,10 @@
 // only every kLooksPerClock looks, and tells whether the answer counts for the policy.
 // A look that sees the peer at work without an answer yet (a completion) calls
 // extend(): the budget starts again, so a writer waiting for room spins as long as its
-// reader keeps taking.  A peer waiting on this very CPU gets a hand-off instead (yield,
-// look): on one core that costs less than sleeping and being woken (an 8-byte stream
-// round trip 2.1 us against 5.9; a 1 KiB omniORB call 6.8 against 10.5).
+// reader keeps taking.  A peer waiting on this very CPU gets kHandoffs hand-offs
+// instead (yield, look): on
+// one core that costs less than sleeping and being woken (an 8-byte stream round trip
+// 2.1 us against 5.9; a 1 KiB omniORB call 6.8 against 10.5).
 //
 //   vipl::Spin spin;
 //   for (auto &s : streams) spin.add(s.spin_budget());
@@ -55,12 +56,8 @@ public:
     // Clock reads: one per this many looks (a look costs from tens of nanoseconds on shm
     // to a system call on tcp; a spin may outlast its budget by this many looks).
     static constexpr unsigned kLooksPerClock = 8;
-    // Hand-offs to a peer on this CPU before sleeping.  One: a yield that ran somebody
-    // without bringing the answer most often ran another task than the peer (a database
-    // node runs many on its CPU), and each more costs two context switches; measured with
-    // pgbench on one core, one hand-off made fewer switches and more transactions than
-    // four, eight clients (-S) and one (SELECT 1) alike.
-    static constexpr unsigned kHandoffs = 1;
+    // Hand-offs to a peer on this CPU before sleeping.
+    static constexpr unsigned kHandoffs = 4;
 
     // Joins a VI's budget: the spin lasts as long as the longest one and yields as often
     // as the one that asks most often.
@@ -77,7 +74,7 @@ public:
 
     // Calls look() until it returns true (returns true), or the budget or the deadline
     // passes (false).  Without a budget, only hands the CPU to a peer waiting on this one
-    // (kHandoffs times at most: yield, look) when one does.
+    // (kHandoffs times: yield, look) when one does.
     template <class Look>
     bool run(Look &&look, Deadline deadline) {
         handed_cpu_ = false;
