@@ -37,9 +37,10 @@ static bool probe_now() {
 //
 // The pace: a look costs three system calls and a path walk in /proc (8 us on
 // an EPYC host; a descriptor kept per thread would cost 1 us, but the library
-// leaves no descriptor open once its NICs are closed).  At 2 ms a backend of a
-// busy database node looked about once a transaction (Table 2, TPC-B-like);
-// at 10 ms a fifth of that, and a node's load changes more slowly than that.
+// leaves no descriptor open once its NICs are closed).  At 2 ms, on every wait, a
+// backend of a busy database node looked about once a transaction (Table 2,
+// TPC-B-like); at 10 ms half as often, and made only where its answer decides
+// something (spin_plan), under one in twenty.  A node's load changes more slowly.
 static bool cpu_contended() {
     constexpr uint64_t kLookPace = 10'000'000; // ns
     struct Look {
