@@ -231,11 +231,7 @@ def _drive(nodes, n, workload, p, seconds, vipl_run, root):
             argv = node_pgbench(node.dir, node.port, node.idx, n, workload, pct, seconds,
                                 folder)
             procs.append((node, folder, start_pgbench(argv, vipl_run)))
-        seen = {}
-        if pct > 0:
-            time.sleep(seconds / 2)  # the inter-node connections are open: how they ride
-            for node in which:
-                seen[node.idx] = connections(node)
+        seen = watch_connections(which, seconds) if pct > 0 else {}
         for _, _, proc in procs:
             finish(proc, seconds)
         return [(node, summary(folder)) for node, folder, _ in procs], seen
@@ -259,11 +255,38 @@ def _drive(nodes, n, workload, p, seconds, vipl_run, root):
     return 1 if missing else 0
 
 
-def connections(node):
+def watch_connections(nodes, seconds):
+    """How each node's inter-node connections ride, read while the run holds them open:
+    halfway through, then again every 0.2 s for a node that shows none yet, until 85% of
+    the run has passed (a node still without any gets what pg_stat_vipl shows instead, to
+    say why)."""
+    start = time.monotonic()
+    time.sleep(seconds / 2)
+    seen = {}
+    while True:
+        for node in nodes:
+            if not seen.get(node.idx):
+                seen[node.idx] = connections(node)
+        if all(seen.values()):
+            return seen
+        if time.monotonic() - start > seconds * 0.85:
+            for node in nodes:
+                if not seen[node.idx]:
+                    print(f"node {node.idx} shows no outgoing inter-node connection; all it "
+                          f"shows: {connections(node, everything=True) or 'nothing'}")
+            return seen
+        time.sleep(0.2)
+
+
+def connections(node, everything=False):
     """How node's own outgoing inter-node connections ride: pg_stat_vipl's client rows
-    by transport where the vipl extension is there, else pg_stat_activity's count."""
+    by transport where the vipl extension is there, else pg_stat_activity's count;
+    everything: all of pg_stat_vipl's rows, by role and transport."""
     has = node.admin("SELECT count(*) FROM pg_extension WHERE extname = 'vipl'").strip() == "1"
-    if has:
+    if has and everything:
+        sql = ("SELECT v.role || ' ' || v.transport || ' ' || count(*) FROM pg_stat_vipl v "
+               "GROUP BY v.role, v.transport ORDER BY 1")
+    elif has:
         sql = ("SELECT v.transport || ' ' || count(*) || ' bytes ' || "
                "sum(v.bytes_in + v.bytes_out) FROM pg_stat_vipl v WHERE v.role = 'client' "
                "GROUP BY v.transport ORDER BY 1")

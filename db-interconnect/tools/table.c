@@ -18,8 +18,34 @@
     (sizeof(struct vipl_db_stat_header) +                                                          \
      sizeof(struct vipl_db_stat_slot) * (size_t)VIPL_DB_STAT_SLOTS)
 
+/* Whether process pid is on its way out: a zombie, or exiting (PF_EXITING in the flags
+ * of /proc/<pid>/stat), or already gone.  Such a process has released its memory, and the
+ * kernel then shows its /proc entries as root's: its descriptors refuse their own user
+ * (EACCES) for the short while before the parent reaps it. */
+static int leaving(int pid) {
+    char path[64], buf[512];
+    const char *p;
+    char state;
+    unsigned flags;
+    int fd;
+    ssize_t n;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT || errno == ESRCH;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 1; /* the entry went away under the read */
+    buf[n] = '\0';
+    /* "pid (comm) state ppid pgrp session tty_nr tpgid flags ..."; comm may hold ')' */
+    p = strrchr(buf, ')');
+    if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2) return 0;
+    return state == 'Z' || state == 'X' || (flags & 0x4u /* PF_EXITING */) != 0;
+}
+
 /* Maps the table among process pid's descriptors, read-only.  1 (and *out) when found,
- * 0 when none, -1 with errno when the descriptors cannot be listed. */
+ * 0 when none (or the process is leaving), -1 with errno when the descriptors cannot be
+ * listed. */
 static int map_table(int pid, const struct vipl_db_stat_header **out) {
     char dir[64], path[336], target[128];
     const char *name = "/memfd:" VIPL_DB_STAT_NAME;
@@ -31,7 +57,13 @@ static int map_table(int pid, const struct vipl_db_stat_header **out) {
 
     snprintf(dir, sizeof dir, "/proc/%d/fd", self);
     d = opendir(dir);
-    if (!d) return errno == ENOENT || errno == ESRCH ? 0 : -1;
+    if (!d) {
+        int err = errno;
+
+        if (err == ENOENT || err == ESRCH || (err == EACCES && leaving(self))) return 0;
+        errno = err;
+        return -1;
+    }
     while (!found && (e = readdir(d)) != NULL) {
         ssize_t n;
         int fd;

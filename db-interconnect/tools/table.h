@@ -35,8 +35,8 @@ struct vipl_db_row {
  * rows[0 .. cap) and sets *count to how many it copied (a table holds at most
  * VIPL_DB_STAT_SLOTS, so such a cap never truncates).  Returns 1 when the process has a
  * table, 0 when it has none (it is not interposed, or has no connection yet, or is
- * gone), -1 with errno set when its descriptors cannot be read (EACCES: another user's
- * process). */
+ * gone or exiting: a zombie's descriptors refuse even its own user), -1 with errno set
+ * when its descriptors cannot be read (EACCES: another user's process). */
 int vipl_db_table_read(int pid, struct vipl_db_row *rows, size_t cap, size_t *count);
 
 /* "kernel", "shm" or "tcp" ("?" for a value this build does not know). */
