@@ -3,10 +3,11 @@
 // killed outright left behind.  After every test case, whatever it started and did not
 // reap is killed and reaped; a test process ended by a signal kills its programs and
 // postmasters first.
-#define CATCH_CONFIG_RUNNER
+#define CATCH_CONFIG_EXTERNAL_INTERFACES // Reaper, a listener
 #include <catch2/catch.hpp>
 
 #include "case_guard.h"
+#include "catch_run.h"
 
 #include "program.h"
 #include "scratch.h"
@@ -39,5 +40,5 @@ int main(int argc, char **argv) {
     // A program that dies leaves its pipe broken: the test sees the error, not a signal.
     signal(SIGPIPE, SIG_IGN);
     pgt::remove_stale_scratch();
-    return Catch::Session().run(argc, argv);
+    return vt::run_catch(argc, argv);
 }

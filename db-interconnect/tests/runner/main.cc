@@ -1,9 +1,7 @@
 // The test programs' main: Catch2's, after making this process the subreaper of the
 // programs the tests start and arranging that they end with it (process.h).
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include "case_guard.h"
+#include "catch_run.h"
 
 #include "process.h"
 
@@ -29,5 +27,5 @@ int main(int argc, char **argv) {
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, on_end);
     // A program that dies leaves its pipes broken; the test sees the error, not a signal.
     signal(SIGPIPE, SIG_IGN);
-    return Catch::Session().run(argc, argv);
+    return vt::run_catch(argc, argv);
 }

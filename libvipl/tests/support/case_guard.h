@@ -23,7 +23,7 @@ namespace vt {
 void expect_logged(const std::string &part);
 
 // The guard is linked in by the test main (support/main.cc); a program with a
-// main() of its own (CATCH_CONFIG_RUNNER) links it by naming this.
+// main() of its own (returning vt::run_catch, catch_run.h) links it by naming this.
 extern const int case_guard_registered;
 
 } // namespace vt
