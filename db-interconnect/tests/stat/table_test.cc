@@ -29,8 +29,8 @@ constexpr uid_t kNobody = 65534;
 char state_of(pid_t pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
     std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    size_t close = s.rfind(')');
-    return close != std::string::npos && close + 2 < s.size() ? s[close + 2] : '?';
+    size_t end = s.rfind(')');
+    return end != std::string::npos && end + 2 < s.size() ? s[end + 2] : '?';
 }
 
 // What the unprivileged reader saw, sent back whole through a pipe.
