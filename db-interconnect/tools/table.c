@@ -18,28 +18,45 @@
     (sizeof(struct vipl_db_stat_header) +                                                          \
      sizeof(struct vipl_db_stat_slot) * (size_t)VIPL_DB_STAT_SLOTS)
 
-/* Whether process pid is on its way out: a zombie, or exiting (PF_EXITING in the flags
- * of /proc/<pid>/stat), or already gone.  Such a process has released its memory, and the
- * kernel then shows its /proc entries as root's: its descriptors refuse their own user
- * (EACCES) for the short while before the parent reaps it. */
-static int leaving(int pid) {
-    char path[64], buf[512];
+/* The fields of /proc/<pid>/stat after the command name ("pid (comm) state ppid ..."; comm
+ * may hold spaces and parentheses: the last ')' ends it), read into buf.  NULL when
+ * unreadable, errno ENOENT or ESRCH when the process is gone. */
+static const char *stat_fields(const char *pid, char *buf, size_t size) {
+    char path[64];
     const char *p;
-    char state;
-    unsigned flags;
     int fd;
     ssize_t n;
 
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT || errno == ESRCH;
-    n = read(fd, buf, sizeof buf - 1);
+    if (fd < 0) return NULL;
+    n = read(fd, buf, size - 1);
     close(fd);
-    if (n <= 0) return 1; /* the entry went away under the read */
+    if (n <= 0) {
+        errno = ESRCH; /* the entry went away under the read */
+        return NULL;
+    }
     buf[n] = '\0';
-    /* "pid (comm) state ppid pgrp session tty_nr tpgid flags ..."; comm may hold ')' */
     p = strrchr(buf, ')');
-    if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2) return 0;
+    if (!p) errno = EINVAL;
+    return p ? p + 1 : NULL;
+}
+
+/* Whether process pid is on its way out: a zombie, or exiting (PF_EXITING in the flags),
+ * or already gone.  Such a process has released its memory, and the kernel then shows its
+ * /proc entries as root's: its descriptors refuse their own user (EACCES) for the short
+ * while before the parent reaps it. */
+static int leaving(int pid) {
+    char name[16], buf[512];
+    const char *f;
+    char state;
+    unsigned flags;
+
+    snprintf(name, sizeof name, "%d", pid);
+    f = stat_fields(name, buf, sizeof buf);
+    if (!f) return errno == ENOENT || errno == ESRCH;
+    /* state ppid pgrp session tty_nr tpgid flags */
+    if (sscanf(f, " %c %*d %*d %*d %*d %*d %u", &state, &flags) != 2) return 0;
     return state == 'Z' || state == 'X' || (flags & 0x4u /* PF_EXITING */) != 0;
 }
 
@@ -147,23 +164,13 @@ const char *vipl_db_transport_name(unsigned transport) {
     }
 }
 
-/* The parent pid in /proc/<pid>/stat ("pid (comm) state ppid ..."), -1 when unreadable.
- * The command name may hold spaces and parentheses: the last ')' ends it. */
+/* The parent pid in /proc/<pid>/stat, -1 when unreadable. */
 static int parent_of(const char *pid) {
-    char path[64], buf[512];
-    const char *p;
-    int fd, ppid;
-    ssize_t n;
+    char buf[512];
+    const char *f = stat_fields(pid, buf, sizeof buf);
+    int ppid;
 
-    snprintf(path, sizeof path, "/proc/%s/stat", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    if (!p || sscanf(p + 1, " %*c %d", &ppid) != 1) return -1;
+    if (!f || sscanf(f, " %*c %d", &ppid) != 1) return -1;
     return ppid;
 }
 
