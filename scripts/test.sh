@@ -30,8 +30,12 @@ done
 # with AddressSanitizer and UndefinedBehaviorSanitizer (leaks included): any report
 # fails the run.  About two minutes here.
 asan=${VIPL_ASAN_BUILD_DIR:-build-asan}
+# The byte-order test's s390x peer is the main build's (cross-compiled once).
+s390x_peer=$(cd "$build" && pwd)/libvipl/tests/tcp/peer/s390x/vipl-byteorder-peer
+[ -x "$s390x_peer" ] || s390x_peer=
 CC=gcc CXX=g++ cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DVIPL_SANITIZE=address,undefined" -DVIPL_BUILD_BENCH=OFF -DVIPL_BUILD_TESTS=ON >/dev/null
+    "-DVIPL_SANITIZE=address,undefined" -DVIPL_BUILD_BENCH=OFF -DVIPL_BUILD_TESTS=ON \
+    "-DVIPL_BYTEORDER_S390X_PREBUILT=$s390x_peer" >/dev/null
 asan_programs=(libvipl/tests/vipl-conformance libvipl/tests/vipl-conformance-tcp
     libvipl/tests/vipl-shm-tests libvipl/tests/process/vipl-process-tests
     libvipl/tests/tcp/vipl-tcp-tests)
