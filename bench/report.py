@@ -870,7 +870,10 @@ class Report:
         ucx = m.get("notes", {}).get("ucx_transports", "not reported")
         self.emit("# libvipl benchmark report", "",
                   f"{m.get('date')}, {m.get('cpus')} vCPUs ({m.get('cpu')}), kernel "
-                  f"{m.get('kernel')}. {m.get('rounds')} interleaved rounds; every figure is the "
+                  f"{m.get('kernel')}, scheduler autogroups {m.get('autogroups', '?')} (on one "
+                  "CPU they keep a waiter's hand-off from running a peer in another session: "
+                  f"db-interconnect/README.md). {m.get('rounds')} interleaved rounds; every "
+                  "figure is the "
                   f"median over rounds. Run time {m.get('elapsed_s')} s. "
                   f"UCX chose `{ucx}`. libvipl spin mode: `VIPL_SPIN_US={m.get('spin_us')}`; "
                   "blocking mode: `VIPL_SPIN_US=0`. Load average before / after the run: "

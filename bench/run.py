@@ -754,7 +754,8 @@ class Runner:
         meta = dict(
             rounds=ROUNDS, elapsed_s=round(elapsed), date=self.started,
             load_before=self.load_before, load_after=load_average(),
-            kernel=platform.release(), cpu=cpu_model(), cpus=os.cpu_count(),
+            kernel=platform.release(), autogroups=autogroups(), cpu=cpu_model(),
+            cpus=os.cpu_count(),
             failures=[dict(benchmark=b, transport=t, placement=p, reason=r)
                       for (b, t, p), r in sorted(self.failures.items())],
             notes=self.notes, lat_iters=LAT_ITERS, lat_max_ms=LAT_MAX_MS, bw_bytes=BW_BYTES,
@@ -795,6 +796,16 @@ def load_average():
     try:
         with open("/proc/loadavg") as fh:
             return " ".join(fh.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def autogroups():
+    """Whether the scheduler groups tasks by session ("on", "off" or "?"): on one CPU it
+    decides whether a waiter's sched_yield can run a peer in another session."""
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as fh:
+            return "on" if fh.read().strip() == "1" else "off"
     except OSError:
         return "?"
 
