@@ -71,6 +71,8 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     s->payload = mtu - kHeaderSize;
     s->recv_data = options.recv_buffers;
     s->nrecv = s->recv_data + kCtlSlots;
+    // Never more than every buffer: pushing one never allocates on the way of a message.
+    if (!s->shared) s->repost_later.reserve(s->nrecv);
     s->nsend = options.send_buffers;
     s->batch = (s->recv_data + 3) / 4;
 
@@ -314,7 +316,7 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
             std::memcpy(rbuf(b.slot) + b.end, rbuf(slot) + kHeaderSize, h.length);
             b.end += h.length;
             t.stats.joined_in++;
-            repost(slot);
+            repost_owed(slot);
             t.owed++;
             return;
         }
@@ -375,8 +377,21 @@ void Stream::Impl::consume_front() {
     if (m.rts && !m.done_sent) t.need_rts_done++;
     t.rq.pop_front();
     if (!pulled.empty()) std::vector<uint8_t>().swap(pulled[slot]);
-    repost(slot);
+    repost_owed(slot);
     t.owed++;
+}
+
+void Stream::Impl::repost_owed(uint32_t slot) {
+    // A shareable stream's holders would each need the list: they give buffers back now.
+    if (shared)
+        repost(slot);
+    else
+        repost_later.push_back(slot);
+}
+
+void Stream::Impl::flush_reposts() {
+    for (uint32_t slot : repost_later) repost(slot);
+    repost_later.clear();
 }
 
 bool Stream::Impl::progress() {
@@ -460,7 +475,7 @@ void Stream::Impl::post_pending() {
     State &t = *st;
     while (!t.broken && t.credits > 0 && !t.pending.empty()) {
         auto [slot, len, zc] = t.pending.front();
-        uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(t.owed, 0xffff));
+        uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(returnable(), 0xffff));
         VIP_DESCRIPTOR *d = &sdesc[slot];
         if (zc) {
             if (t.rts_posted >= kRtsMax) return; // see the header: the peer's control slots
@@ -493,7 +508,7 @@ bool Stream::Impl::send_control(Kind kind) {
     State &t = *st;
     if (t.broken || t.free_ctl.empty()) return false;
     uint32_t i = t.free_ctl.back();
-    uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(t.owed, 0xffff));
+    uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(returnable(), 0xffff));
     uint8_t flags = header_flags();
     if (kind == Kind::fin && t.discarding) flags |= detail::kFlagClosed;
     if (kind == Kind::fin && t.switch_out) flags |= detail::kFlagSwitch;
@@ -518,7 +533,11 @@ void Stream::Impl::post_control() {
     while (t.need_rts_done > 0 && send_control(Kind::rts_done)) t.need_rts_done--;
     if (t.stop_wanted && !t.stop_tx && send_control(Kind::stop)) t.stop_tx = true;
     // Batching keeps the peer's unprocessed credit messages within kCtlSlots (see header).
-    if (t.owed >= batch) send_control(Kind::credit);
+    // The buffers behind the credits go back to the VI first.
+    if (t.owed >= batch) {
+        flush_reposts();
+        send_control(Kind::credit);
+    }
     if (t.fin_wanted && !t.fin_tx && t.pending.empty() && send_control(Kind::fin)) t.fin_tx = true;
 }
 

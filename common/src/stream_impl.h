@@ -13,7 +13,9 @@
 // credit message is sent only when at least `batch` (= ceil(recv_data / 4)) credits are
 // owed, so at most 4 are ever unprocessed at the peer, plus one fin, one fin-ack and
 // kRtsMax rts-dones: kCtlSlots extra receive buffers cover them, and the peer never
-// finds no receive posted.
+// finds no receive posted.  A private stream gives a read buffer back to the VI when it
+// next waits, or before the credit for it leaves (repost_owed): a credit never names a
+// buffer the VI does not hold, and the reply to a message goes out without a post first.
 //
 // Zero copy (rendezvous, private streams only): a blocking write of at least
 // zcopy_threshold bytes registers the caller's memory for RDMA read and sends rts
@@ -271,6 +273,14 @@ struct Stream::Impl {
     void on_send_done(VIP_DESCRIPTOR *d, VIP_RETURN rc);
     void on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc);
     void repost(uint32_t slot);
+    // A read buffer whose credit is owed to the peer: a private stream gives it back to
+    // the VI later (flush_reposts), off the way from a message's arrival to the reply.
+    // The peer cannot use the buffer before that credit reaches it, and every credit
+    // message goes after a flush (post_control).
+    void repost_owed(uint32_t slot);
+    void flush_reposts();
+    // Credits a message may carry now: those whose buffers are back with the VI.
+    uint32_t returnable() const { return st->owed - static_cast<uint32_t>(repost_later.size()); }
     void consume_front();
     void post_pending();
     void post_control();
@@ -334,6 +344,7 @@ struct Stream::Impl {
     VIP_MEM_HANDLE zc_mh = 0;                 // the caller's memory during a zero-copy write
     bool rdma_ok = false;                     // VIs enable RDMA read (the NIC supports it)
     bool direct_read = false;                 // a blocking read may read regions itself: no bounce
+    std::vector<uint32_t> repost_later;       // read buffers not yet given back (repost_owed)
     std::vector<std::vector<uint8_t>> pulled; // per receive slot: a pulled region, else empty
     std::vector<std::vector<uint8_t>> leaked; // pulls a broken VI may still write into
     Address local, peer; // as libvipl reported them when the connection was made
@@ -351,6 +362,8 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
             return std::make_error_code(std::errc::operation_would_block);
         }
         if (Clock::now() >= deadline) return std::make_error_code(std::errc::timed_out);
+        // Waiting is the time to give read buffers back.
+        flush_reposts();
         Spin spin;
         if (opt.spin_us) spin.add(spin_budget());
         if (spin.active()) {

@@ -183,6 +183,62 @@ TEST_CASE("stream: a reader that lags holds small writes by their bytes, not a b
     CHECK(vt::check(in.data(), in.size(), 0, 7) == -1);
 }
 
+TEST_CASE("stream: a reader that never waits still gives every buffer back before its credit") {
+    // A private stream gives a read buffer back to the VI late (off the way from a
+    // message to the reply), but always before the credit for it leaves, on a credit
+    // message or on a data message of its own: a credit for a buffer not posted again
+    // lets the writer send into a VI short of receives, which breaks the connection.
+    // Here neither side ever waits (non-blocking calls in one thread, both ways at once)
+    // and credits go back in batches of 16, more than the receives kept for control
+    // messages: only the credits' own paths give the buffers back.
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.hold_back = false;
+    o.recv_buffers = 64;
+    o.send_buffers = 64;
+    o.buffer_size = 4096;
+    auto p = vt::connect_pair(base, o);
+    vipl::Stream *end[2] = {&p.client, &p.server};
+    constexpr size_t kTotal = 8u << 20;
+    std::vector<std::byte> out[2], in[2];
+    size_t sent[2] = {}, got[2] = {};
+    for (int k = 0; k < 2; ++k) {
+        end[k]->set_nonblocking(true);
+        out[k].resize(kTotal);
+        in[k].resize(kTotal);
+        vt::fill(out[k].data(), kTotal, 0, 20 + k);
+    }
+    uint32_t rng = 12345;
+    auto next = [&](uint32_t bound) {
+        rng = rng * 1103515245u + 12345u;
+        return 1 + (rng >> 8) % bound;
+    };
+    for (int i = 0; i < 1000000 && (got[0] < kTotal || got[1] < kTotal); ++i) {
+        int k = i & 1; // k writes to 1 - k, then 1 - k reads
+        std::error_code ec;
+        if (sent[k] < kTotal) {
+            size_t want = std::min<size_t>(next(3 * 4096), kTotal - sent[k]);
+            size_t n = end[k]->write(std::span(out[k]).subspan(sent[k], want), ec);
+            INFO("write " << k << ": " << ec.message());
+            REQUIRE((n > 0 || ec == std::errc::operation_would_block));
+            sent[k] += n;
+        }
+        int r = 1 - k;
+        if (got[k] == kTotal) continue;
+        size_t want = std::min<size_t>(next(2 * 4096), kTotal - got[k]);
+        size_t n = end[r]->read(std::span(in[k]).subspan(got[k], want), ec);
+        INFO("read " << r << ": " << ec.message());
+        REQUIRE((n > 0 || ec == std::errc::operation_would_block));
+        got[k] += n;
+    }
+    for (int k = 0; k < 2; ++k) {
+        REQUIRE(got[k] == kTotal);
+        CHECK(vt::check(in[k].data(), kTotal, 0, 20 + k) == -1);
+        CHECK(end[k]->counters().credit_stalls > 0); // flow control was used
+        CHECK(end[k]->counters().messages_in > 64 * 16);
+    }
+}
+
 TEST_CASE("stream: a blocking reader is woken by the reply, not also when the peer takes "
           "its request") {
     std::string base = CT_PROVIDER();
