@@ -418,10 +418,14 @@ bool Stream::Impl::progress() {
         --in_flight;
         any = true;
     }
+    bool arrived = false;
     while ((rc = VipRecvDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR) {
         on_recv(d, rc);
-        any = true;
+        arrived = true;
     }
+    any |= arrived;
+    // The queue was empty just now: a write in the next moments need not look again.
+    if (arrived && !shared) drained_at = ticks();
     if (!any && !t.broken) {
         // The wait fd also fires when the VI leaves the Connected state.  A look at the
         // state takes the VI's lock (a process-shared one for a shareable stream): at most

@@ -337,6 +337,20 @@ struct Stream::Impl {
     mutable SpinBudget budget_;   // the policy's last answer (spin_budget)
     mutable Clock::time_point budget_until_{}; // reused until then
     bool won_last_ = false;                    // the last outcome told was a win
+    // A private stream's last look that took an arrival and left the VI's receive queue
+    // empty, in ticks() (0: none since the last write).  A write within kLookedTicks of
+    // it skips write_looks' look: the reply to what a read just returned goes out
+    // without a second look at a queue seen empty a moment ago; what arrives in that
+    // moment waits for the next call, as it would had it come just after a look.
+    uint64_t drained_at = 0;
+    static constexpr uint64_t kLookedTicks = 2048; // about a microsecond
+    static uint64_t ticks() noexcept {
+#if defined(__x86_64__)
+        return __builtin_ia32_rdtsc();
+#else
+        return 0; // no cheap clock: every write looks
+#endif
+    }
     std::atomic<bool> fd_given{false}; // fd() was handed out: keep it truthful (this process)
     int owner_pid = 0;                 // the process that made the stream (owns its NIC)
 

@@ -133,7 +133,10 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
     State &t = *st;
     // Without write_looks, a write that can go out at once (a free buffer, a credit for
     // it) takes nothing first: what arrived waits for the next read or wait.
-    if (opt.write_looks || t.broken || t.free_slots.empty() || t.credits <= t.pending.size())
+    bool looked = drained_at && ticks() - drained_at < kLookedTicks;
+    drained_at = 0;
+    if ((opt.write_looks && !looked) || t.broken || t.free_slots.empty() ||
+        t.credits <= t.pending.size())
         progress();
     // Holders of a shareable stream may write at once: a blocking write that fits the
     // send buffers is copied in one go, once there is room for all of it, so that its

@@ -97,6 +97,29 @@ TEST_CASE("stream: half-close lets the peer read EOF and still write back") {
     CHECK(!p.client.close(deadline_in(5s)));
 }
 
+TEST_CASE("stream: a write long after a read still looks first: a peer that stopped reading "
+          "fails it") {
+    // A write right after a read that found nothing more may count the read's look as
+    // its own (about a microsecond); one that comes later looks again (write_looks).
+    std::string base = CT_PROVIDER();
+    auto p = vt::connect_pair(base);
+    std::error_code ec;
+    for (int round = 0; round < 3; ++round) {
+        CHECK(p.server.write(bytes("ping"), ec) == 4);
+        CHECK(read_some(p.client, ec) == "ping");
+        CHECK(p.client.write(bytes("pong"), ec) == 4); // right after the read
+        CHECK(!ec);
+        CHECK(read_some(p.server, ec) == "pong");
+    }
+    CHECK(p.server.write(bytes("last"), ec) == 4);
+    CHECK(read_some(p.client, ec) == "last");
+    p.server.shutdown_read(ec); // a stop message: the client's writes fail from now on
+    CHECK(!ec);
+    std::this_thread::sleep_for(20ms);
+    CHECK(p.client.write(bytes("late"), ec) == 0);
+    CHECK(ec == std::errc::broken_pipe);
+}
+
 TEST_CASE("stream: abort gives the peer connection_reset") {
     std::string base = CT_PROVIDER();
     auto p = vt::connect_pair(base);

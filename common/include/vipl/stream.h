@@ -108,7 +108,9 @@ struct StreamOptions {
     // nothing), which tells it at once that the peer closed: a unix socket's send() then
     // fails with EPIPE.  false: a write that can go out at once looks at nothing first, as
     // a TCP connection's send() after the peer closed still succeeds (the error comes at
-    // a later call).
+    // a later call).  A private stream's write within about a microsecond of a look that
+    // took an arrival and found nothing behind it (a reply to what a read just returned)
+    // counts that look as its own.
     bool write_looks = true;
     // Overrides the VIPL device chosen from the URI ("tcp:eth0", "shm0"...); empty: from URI.
     std::string device;
