@@ -65,7 +65,7 @@ int find_postmaster(const std::string &data_dir, std::string *why) {
     return pid;
 }
 
-int interposer_mapped(int pid, std::string *library, std::string *why) {
+int interposer_mapped(int pid, std::string *library, std::string *why, bool *replaced) {
     std::string path = "/proc/" + std::to_string(pid) + "/maps";
     std::ifstream f(path);
     if (!f) {
@@ -73,12 +73,19 @@ int interposer_mapped(int pid, std::string *library, std::string *why) {
                " (run as root or as the server's owner)";
         return -1;
     }
+    // The kernel marks a mapping whose file was unlinked (replaced by a new one) so.
+    static const std::string kDeleted = " (deleted)";
+    *replaced = false;
     for (std::string line; std::getline(f, line);) {
         size_t slash = line.find('/');
         if (slash == std::string::npos) continue;
         std::string file = line.substr(slash);
+        bool gone = file.size() > kDeleted.size() &&
+                    file.compare(file.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0;
+        if (gone) file.resize(file.size() - kDeleted.size());
         if (file.size() >= 14 && file.compare(file.size() - 14, 14, "/libvipl-db.so") == 0) {
             *library = file;
+            *replaced = gone;
             return 1;
         }
     }
@@ -130,6 +137,14 @@ ServerRows server_rows(int postmaster) {
         }
     }
     return s;
+}
+
+int autogroups() {
+    std::string text;
+    if (!read_file("/proc/sys/kernel/sched_autogroup_enabled", &text)) return -1;
+    if (text.rfind("1", 0) == 0) return 1;
+    if (text.rfind("0", 0) == 0) return 0;
+    return -1;
 }
 
 } // namespace vipl::db::tools

@@ -25,8 +25,10 @@ std::string cluster_data_dir(const std::string &conf_dir, const std::string &ver
 int find_postmaster(const std::string &data_dir, std::string *why);
 
 // Whether process pid has a libvipl-db.so mapped (its path in *library): 1 yes, 0 no,
-// -1 with *why when /proc/<pid>/maps cannot be read.
-int interposer_mapped(int pid, std::string *library, std::string *why);
+// -1 with *why when /proc/<pid>/maps cannot be read.  *replaced: the file it mapped was
+// since removed or replaced on disk (an upgrade while the server ran): the process still
+// runs the old one.
+int interposer_mapped(int pid, std::string *library, std::string *why, bool *replaced);
 
 // The LD_PRELOAD in process pid's initial environment; false when absent or unreadable.
 bool process_preload(int pid, std::string *value);
@@ -40,5 +42,10 @@ struct ServerRows {
     int shm = 0, tcp = 0, kernel = 0;
 };
 ServerRows server_rows(int postmaster);
+
+// The scheduler's autogroups (/proc/sys/kernel/sched_autogroup_enabled): 1 on, 0 off, -1
+// unknown.  On, a waiter on a CPU it shares with its peer in another session cannot hand
+// that peer the CPU (README.md, Pitfalls).
+int autogroups();
 
 } // namespace vipl::db::tools

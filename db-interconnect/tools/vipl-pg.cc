@@ -122,6 +122,22 @@ std::string writable_environment(const Args &a) {
     return file;
 }
 
+// The scheduler setting that decides how clients sharing a CPU with the server fare.
+void print_scheduler(bool only_on) {
+    int on = autogroups();
+    if (on == 1)
+        std::printf("scheduler: autogroups on: a client on a CPU it shares with its backend "
+                    "cannot hand it the CPU, and sleeps (sysctl "
+                    "kernel.sched_autogroup_enabled=0; db-interconnect/README.md, Pitfalls)\n");
+    else if (only_on)
+        return;
+    else if (on == 0)
+        std::printf("scheduler: autogroups off\n");
+    else
+        std::printf(
+            "scheduler: autogroups unknown (no /proc/sys/kernel/sched_autogroup_enabled)\n");
+}
+
 void print_change(const std::string &file, const EnvEdit &e) {
     std::printf("%s:\n", file.c_str());
     for (const std::string &l : e.removed) std::printf("- %s\n", l.c_str());
@@ -151,6 +167,7 @@ int edit(const Args &a) {
     print_change(file, e);
     std::printf("%s; takes effect at the next start (pg_ctlcluster %s %s restart)\n",
                 e.note.c_str(), a.version.c_str(), a.cluster.c_str());
+    if (a.command == "enable") print_scheduler(true);
     return 0;
 }
 
@@ -181,7 +198,8 @@ int status(const Args &a) {
         std::printf("server %s: %s\n", data_dir.c_str(), why.c_str());
         return 1;
     }
-    int mapped = interposer_mapped(pm, &lib, &why);
+    bool replaced = false;
+    int mapped = interposer_mapped(pm, &lib, &why, &replaced);
     if (mapped < 0) return refuse(why);
     std::string preload, entry;
     bool env = process_preload(pm, &preload) && preload_names_interposer(preload, &entry);
@@ -194,8 +212,9 @@ int status(const Args &a) {
                         a.version.c_str(), a.cluster.c_str());
         return 1;
     }
-    std::printf("server %s: postmaster %d has the interposer (%s%s)\n", data_dir.c_str(), pm,
-                lib.c_str(), env ? ", from LD_PRELOAD" : "");
+    std::printf("server %s: postmaster %d has the interposer (%s%s%s)\n", data_dir.c_str(), pm,
+                lib.c_str(), env ? ", from LD_PRELOAD" : "",
+                replaced ? ", replaced on disk since it started: a restart loads the new one" : "");
     ServerRows s = server_rows(pm);
     std::printf("connections: %d ride vipl (shm %d, tcp %d), %d on the kernel; tables of %d "
                 "of %d server processes\n",
@@ -203,6 +222,7 @@ int status(const Args &a) {
     if (s.refused)
         std::printf("%d processes could not be read (run as root or as the server's owner)\n",
                     s.refused);
+    print_scheduler(false);
     if (!s.rows.empty()) {
         print_heading(stdout);
         for (const vipl_db_row &r : s.rows) print_row(stdout, r);

@@ -5,7 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <fstream>
 
 using namespace pgt;
 
@@ -37,6 +40,15 @@ void check_rides(const Server &s, Psql &psql, const char *transport) {
     bool shm = std::string(transport) == "shm";
     CHECK(r.out.find(std::string("connections: 1 ride vipl (shm ") +
                      (shm ? "1, tcp 0" : "0, tcp 1") + "), 0 on the kernel") != std::string::npos);
+    // The scheduler setting that decides how clients on the server's CPU fare.
+    std::string ag;
+    {
+        std::ifstream f("/proc/sys/kernel/sched_autogroup_enabled");
+        std::getline(f, ag);
+    }
+    CHECK(r.out.find(ag == "1"   ? "scheduler: autogroups on: "
+                     : ag == "0" ? "scheduler: autogroups off\n"
+                                 : "scheduler: autogroups unknown") != std::string::npos);
     std::vector<std::string> row = row_of(r.out, psql.backend_pid(), "server");
     REQUIRE(row.size() == 13);
     CHECK(row[3] == transport);
@@ -74,6 +86,38 @@ TEST_CASE("vipl-pg status -D: a server started with vipl-run has it, a psql sess
 TEST_CASE("vipl-pg status -D: across network namespaces a psql session rides tcp") {
     NetnsSession ns;
     check_rides(ns.server, ns.psql, "tcp");
+}
+
+TEST_CASE("vipl-pg status -D: a server whose library was replaced on disk still has it") {
+    // An upgrade (make install, a package) replaces libvipl-db.so under a running server:
+    // its processes keep the old file mapped, marked "(deleted)" in /proc/<pid>/maps.
+    TempDir lib_dir("postgres");
+    std::string copy = lib_dir.path() + "/libvipl-db.so";
+    {
+        std::ifstream in(library(), std::ios::binary);
+        std::ofstream out(copy, std::ios::binary);
+        out << in.rdbuf();
+        REQUIRE(out.good());
+    }
+    REQUIRE(chmod(copy.c_str(), 0755) == 0);
+    ServerOptions o;
+    o.env = {"VIPL_RUN_LIBRARY=" + copy};
+    Server s(o);
+    Psql psql(s, {});
+    psql.query("SELECT 1");
+    Result before = status(s);
+    INFO(before.out);
+    CHECK(before.status == 0);
+    CHECK(before.out.find("has the interposer (" + copy + ", from LD_PRELOAD)") !=
+          std::string::npos);
+    REQUIRE(unlink(copy.c_str()) == 0);
+    Result r = status(s);
+    INFO(r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("has the interposer (" + copy +
+                     ", from LD_PRELOAD, replaced on disk since it started") != std::string::npos);
+    CHECK(r.out.find("connections: 1 ride vipl (shm 1, tcp 0)") != std::string::npos);
+    CHECK(psql.query("SELECT 2") == std::vector<std::string>{"2"}); // the session goes on
 }
 
 TEST_CASE("vipl-pg status -D: a plain server runs without the interposer (exit 1)") {
