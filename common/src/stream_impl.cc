@@ -424,8 +424,9 @@ bool Stream::Impl::progress() {
         arrived = true;
     }
     any |= arrived;
-    // The queue was empty just now: a write in the next moments need not look again.
-    if (arrived && !shared) drained_at = ticks();
+    // The queue was empty just now: a write in the next moments need not look again (the
+    // stamp is for write_looks alone: without it no write looks first).
+    if (arrived && !shared && opt.write_looks) drained_at = ticks();
     if (!any && !t.broken) {
         // The wait fd also fires when the VI leaves the Connected state.  A look at the
         // state takes the VI's lock (a process-shared one for a shareable stream): at most
