@@ -10,7 +10,6 @@
 
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 
 using namespace pgt;
 
@@ -77,10 +76,8 @@ void round_trip(const std::string &original, const std::string &preload_before) 
     CHECK(r.out.find("takes effect at the next start") != std::string::npos);
     // The scheduler's autogroups are named only when on (clients sharing the server's CPU
     // then sleep instead of handing it over).
-    std::ifstream ag_file("/proc/sys/kernel/sched_autogroup_enabled");
-    std::string ag;
-    std::getline(ag_file, ag);
-    CHECK((r.out.find("scheduler: autogroups on: ") != std::string::npos) == (ag == "1"));
+    CHECK((r.out.find("scheduler: autogroups on: ") != std::string::npos) ==
+          (autogroups_setting() == "1"));
     std::string want = preload_before == "<none>" ? lib : lib + ":" + preload_before;
     CHECK(preload_as_pg_ctlcluster_reads(fc.file()) == want);
     std::string enabled = read_text(fc.file());

@@ -184,6 +184,11 @@ std::string read_text(const std::string &path) {
     return ss.str();
 }
 
+std::string autogroups_setting() {
+    std::string t = read_text("/proc/sys/kernel/sched_autogroup_enabled");
+    return t.substr(0, t.find('\n'));
+}
+
 void write_text(const std::string &path, const std::string &text) {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f << text;

@@ -65,7 +65,10 @@ private:
 // A TCP port nothing listens on now (127.0.0.1), never 5432.
 int free_port();
 
-std::string read_text(const std::string &path);                    // "" when unreadable
+std::string read_text(const std::string &path); // "" when unreadable
+// The scheduler's autogroups as /proc/sys/kernel/sched_autogroup_enabled says ("1", "0";
+// "" when unreadable): what vipl-pg reports.
+std::string autogroups_setting();
 void write_text(const std::string &path, const std::string &text); // REQUIREs success
 
 // The lines of text, and the whitespace-separated words of a line.

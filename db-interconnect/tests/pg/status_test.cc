@@ -41,11 +41,7 @@ void check_rides(const Server &s, Psql &psql, const char *transport) {
     CHECK(r.out.find(std::string("connections: 1 ride vipl (shm ") +
                      (shm ? "1, tcp 0" : "0, tcp 1") + "), 0 on the kernel") != std::string::npos);
     // The scheduler setting that decides how clients on the server's CPU fare.
-    std::string ag;
-    {
-        std::ifstream f("/proc/sys/kernel/sched_autogroup_enabled");
-        std::getline(f, ag);
-    }
+    std::string ag = autogroups_setting();
     CHECK(r.out.find(ag == "1"   ? "scheduler: autogroups on: "
                      : ag == "0" ? "scheduler: autogroups off\n"
                                  : "scheduler: autogroups unknown") != std::string::npos);
