@@ -456,7 +456,7 @@ class Report:
         """How the stream's large writes move, beside the bandwidth table."""
         self.emit(
             "How 1 MiB and larger writes move: zero copy (the threshold is 1 MiB; *copied*: "
-            "`VIPL_STREAM_ZCOPY_THRESHOLD=0`, every write copied into the send buffers). "
+            "`VIPL_STREAM_ZCOPY_THRESHOLD=0`, every write copied). "
             "The writer announces regions of up to 4 MiB, two at a time; a blocking reader "
             "RDMA-reads "
             "each straight into its own buffer, one RDMA read per region (on shm one "
@@ -465,13 +465,14 @@ class Report:
             "write returns only once the reader took it (the writer's buffer is the source), "
             "so one write's reads never overlap the next write's announcement; and blocking "
             "adds two sleeps per write (the reader's until the announcement, the writer's "
-            "until the done), where raw libvipl's sends go on without waiting. Copied, the "
-            "writer copies each byte once (into its send buffers) and the reader twice (the "
-            "transport's SEND-GET from the writer's buffer into its receive buffer, then out "
-            "into the caller's), against raw libvipl's one copy by the reader: the reader "
-            "is the bound. Level with raw libvipl would take the reader pulling from the "
-            "writer's send buffers straight into the caller's buffer, as zero copy does "
-            "from the caller's own pages.", "")
+            "until the done), where raw libvipl's sends go on without waiting. Copied, a "
+            "write of 256 KiB or more goes through the stage (`VIPL_STREAM_STAGE_THRESHOLD`): "
+            "the writer copies it into one of two registered 512 KiB parts and returns, the "
+            "reader RDMA-reads the part straight into its buffer while the writer fills the "
+            "other, one copy on each side at the same time (through the send buffers the "
+            "reader made two: the transport's SEND-GET into a receive buffer, then out). "
+            "What is left against raw libvipl: both copies, and the lines the writer just "
+            "wrote cross to the reader's core, where raw libvipl's sender writes nothing.", "")
 
     def call_cost(self):
         """Where a stream message's time goes (bench-stream-cost)."""

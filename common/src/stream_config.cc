@@ -21,6 +21,7 @@ enum class Field {
     recv_buffers,
     send_buffers,
     zcopy,
+    stage,
     linger_ms,
     shareable,
     ready_fd,
@@ -53,6 +54,10 @@ const Row kRows[] = {
       "blocking writes without deadline of at least this many bytes are not copied: the peer "
       "RDMA-reads them from the caller's memory (0: never)"},
      Field::zcopy},
+    {{"STREAM_STAGE_THRESHOLD", "u32", "262144", 0, 0xffffffffu,
+      "blocking copied writes with at least this many bytes left stage them in a registered "
+      "area the peer RDMA-reads straight into its reader's buffer (0: never)"},
+     Field::stage},
     {{"STREAM_LINGER_MS", "u32", "5000", 0, 3600000,
       "milliseconds the destructor's orderly close waits for the peer to take what was "
       "written"},
@@ -93,6 +98,8 @@ uint64_t get_u32(const StreamOptions &o, Field f) {
         return o.send_buffers;
     case Field::zcopy:
         return o.zcopy_threshold;
+    case Field::stage:
+        return o.stage_threshold;
     case Field::linger_ms:
         return static_cast<uint64_t>(o.linger.count());
     case Field::shareable:
@@ -121,6 +128,9 @@ void set_u32(StreamOptions &o, Field f, uint32_t v) {
         break;
     case Field::zcopy:
         o.zcopy_threshold = v;
+        break;
+    case Field::stage:
+        o.stage_threshold = v;
         break;
     case Field::linger_ms:
         o.linger = std::chrono::milliseconds(v);

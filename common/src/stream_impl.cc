@@ -62,7 +62,7 @@ std::unique_ptr<Stream::Impl> Stream::Impl::create(std::shared_ptr<detail::Nic> 
     s->opt = options;
     s->shared = options.shareable;
     // Zero copy is one process's (the caller's memory, heap pulls): never when shared.
-    if (s->shared) s->opt.zcopy_threshold = 0;
+    if (s->shared) s->opt.zcopy_threshold = s->opt.stage_threshold = 0;
     const auto mtu = static_cast<uint32_t>(mtu64);
     s->rdma_max = static_cast<uint32_t>(transfer);
     s->opt.buffer_size = mtu - kHeaderSize;
@@ -187,6 +187,8 @@ void Stream::Impl::teardown() noexcept {
             if (!destroyed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
     }
+    // The peer reads the stage with RDMA reads of its own, which fail from now on.
+    stage_release();
     // A VI never connected keeps its posted receives (VIPL cannot flush an Idle VI), and
     // one that would not go keeps descriptors pointing into our memory: closing the NIC
     // destroys both when we are its only user; otherwise the memory stays mapped (leaked)
@@ -230,6 +232,9 @@ void Stream::Impl::release_local() noexcept {
 
 void Stream::Impl::start() {
     st->connected = true;
+    VIP_VI_ENDPOINTS e;
+    peer_reads_alone = rdma_ok && opt.stage_threshold > 0 &&
+                       VipQueryViEndpoints(vi, &e) == VIP_SUCCESS && e.PeerReadsAlone;
     st->owed = recv_data;
     post_control();
     update_ready();
@@ -354,6 +359,7 @@ void Stream::Impl::on_recv(VIP_DESCRIPTOR *d, VIP_RETURN rc) {
         t.fin_ack_rx = true;
     } else if (h.kind == Kind::rts_done && t.rts_posted > 0) {
         t.rts_posted--;
+        offered_pop(); // a staged part is free again
     } else if (h.kind == Kind::stop) {
         t.peer_stopped = true;
         changed(); // a writer waiting for credits must fail now
@@ -485,8 +491,8 @@ void Stream::Impl::post_pending() {
         if (zc) {
             if (t.rts_posted >= kRtsMax) return; // see the header: the peer's control slots
             detail::encode(sbuf(slot), {Kind::rts, c, kRtsSize, header_flags()});
-            detail::encode_rts(sbuf(slot) + kHeaderSize,
-                               {reinterpret_cast<uintptr_t>(zc), zc_mh, len});
+            detail::encode_rts(sbuf(slot) + kHeaderSize, {reinterpret_cast<uintptr_t>(zc),
+                                                          staged(zc) ? stage_mh : zc_mh, len});
             fill(d, sbuf(slot), kHeaderSize + kRtsSize, mh);
         } else {
             detail::encode(sbuf(slot), {Kind::data, c, len, header_flags()});
@@ -499,7 +505,13 @@ void Stream::Impl::post_pending() {
         }
         if (zc) {
             t.rts_posted++;
-            t.stats.bytes_zcopy += len;
+            if (staged(zc)) {
+                offered_push(static_cast<int>((zc - stage) / kStagePart));
+                t.stats.bytes_staged += len;
+            } else {
+                offered_push(-1);
+                t.stats.bytes_zcopy += len;
+            }
         }
         t.pending.pop_front();
         t.owed -= c;

@@ -31,6 +31,14 @@
 // before reading do not deadlock.  A shareable stream offers none and asks its peer for
 // none (frame.h, kFlagNoRts): caller memory and heap pulls are one process's.
 //
+// Staged writes (private streams, stream_stage.cc): a blocking copied write with at least
+// stage_threshold bytes left copies them into a part of the stage (kStageParts registered
+// parts of kStagePart bytes, made at the first such write) and offers the part with an
+// rts, as zero copy offers the caller's memory; the write returns once the bytes are
+// copied, and the part is free again at its rts-done.  Staged and zero-copy rts share
+// the kRtsMax limit; rts-dones name no region, so `offered` remembers, oldest first,
+// which part each offered rts was (-1: the caller's memory).
+//
 // Locking: a private stream is used by one thread at a time and takes no lock.  A
 // shareable stream's State is guarded by a process-shared robust mutex, taken by every
 // public call (Guard) and never held while sleeping; a holder that died holding it
@@ -62,11 +70,13 @@ struct Stream::Impl {
     static constexpr uint32_t kCtlSlots =
         9; // see the header: credits, fin, fin-ack, rts-dones, stop
     static constexpr uint32_t kCtlBufSize = 64;
-    static constexpr uint32_t kRtsMax = 2;           // regions offered at a time
-    static constexpr uint32_t kRegionMax = 4u << 20; // bytes per region
-    static constexpr uint32_t kRdmaSlots = 16;       // RDMA read descriptors
-    static constexpr size_t kDirectMin = 16 * 1024;  // room for a direct read
-    static constexpr uint32_t kSleepSlots = 8;       // threads asleep at once (shareable)
+    static constexpr uint32_t kRtsMax = 2;             // regions offered at a time
+    static constexpr uint32_t kRegionMax = 4u << 20;   // bytes per region
+    static constexpr uint32_t kRdmaSlots = 16;         // RDMA read descriptors
+    static constexpr size_t kDirectMin = 16 * 1024;    // room for a direct read
+    static constexpr uint32_t kStageParts = kRtsMax;   // a part per region offered at once
+    static constexpr uint32_t kStagePart = 512 * 1024; // bytes per part: one RDMA read each
+    static constexpr uint32_t kSleepSlots = 8;         // threads asleep at once (shareable)
     // The most buffers of either kind a stream has: a peer never grants more credits
     // than it has receive buffers, so a grant past this is a broken (or hostile) peer.
     static constexpr uint32_t kMaxBuffers = 1024;
@@ -246,6 +256,23 @@ struct Stream::Impl {
     // too, each waiting for the other to read (sockets buffer; so do we, then).
     bool pullable() const;
     void pull_regions();
+    // --- staged writes (stream_stage.cc)
+    // Whether a blocking copied write with `left` bytes to go stages them (makes the stage
+    // at the first such write; false for good if that fails).
+    bool stage_wanted(size_t left);
+    // A part and a send buffer (for its rts) are free.
+    bool stage_room() const;
+    // Copies up to a part of src into a free part and queues its rts; returns the bytes.
+    size_t stage_write(const std::byte *src, size_t len);
+    // p lies in the stage (the rts offers a part, not the caller's memory).
+    bool staged(const std::byte *p) const {
+        return stage && p >= stage && p < stage + size_t{kStagePart} * kStageParts;
+    }
+    // An rts goes out (part or -1), the peer is done with the oldest (rts-done).
+    void offered_push(int part);
+    void offered_pop();
+    // Deregisters and unmaps the stage (teardown).
+    void stage_release() noexcept;
     void shutdown_write();
     void switch_out();
     void shutdown_read();
@@ -361,6 +388,16 @@ struct Stream::Impl {
     std::vector<uint32_t> repost_later;       // read buffers not yet given back (repost_owed)
     std::vector<std::vector<uint8_t>> pulled; // per receive slot: a pulled region, else empty
     std::vector<std::vector<uint8_t>> leaked; // pulls a broken VI may still write into
+    std::byte *stage = nullptr;               // kStageParts x kStagePart, registered
+    VIP_MEM_HANDLE stage_mh = 0;
+    bool stage_failed = false; // the stage could not be made: writes copy as before
+    // The peer reads our memory with no call of ours (VIP_VI_ENDPOINTS::PeerReadsAlone): a
+    // write may return and leave a staged part to it.  On tcp our progress serves its
+    // reads, and a writer that returned may not call again for a long time.
+    bool peer_reads_alone = false;
+    uint32_t stage_busy = 0;      // bit i: part i queued or offered, not done
+    int8_t offered[kRtsMax] = {}; // rts posted and not done, oldest first: part or -1
+    uint32_t offered_head = 0, offered_n = 0;
     Address local, peer; // as libvipl reported them when the connection was made
 };
 

@@ -77,8 +77,12 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
                 size_t k = read_direct(buf.data() + n, std::min(room, left));
                 n += k;
                 if (k == 0) break;
-                // Finished now, not at the next call: the writer waits for its rts-done.
-                if (m.taken == m.region.length) consume_front();
+                // Finished now, not at the next call: the writer waits for its rts-done
+                // (a staged writer to refill the part while we read the next).
+                if (m.taken == m.region.length) {
+                    consume_front();
+                    post_control();
+                }
                 continue;
             }
             start_bounce();
@@ -147,8 +151,12 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
     const bool whole = shared && opt.hold_back && !nonblocking.load(std::memory_order_relaxed) &&
                        buf.size() <= static_cast<size_t>(nsend) * payload;
     size_t n = 0;
+    bool staging = false; // the bytes left go through the stage (stream_stage.cc)
     auto can = [&] {
-        return t.broken || t.fin_wanted || (whole ? room() >= buf.size() - n : writable()) ||
+        return t.broken || t.fin_wanted ||
+               (staging ? stage_room()
+                : whole ? room() >= buf.size() - n
+                        : writable()) ||
                pullable();
     };
     for (;;) {
@@ -163,6 +171,12 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
         // Coalesce into the last buffer not yet sent, then take fresh ones.
         bool go = !whole || room() >= buf.size() - n;
         while (go && n < buf.size()) {
+            staging = stage_wanted(buf.size() - n);
+            if (staging) {
+                if (!stage_room()) break;
+                n += stage_write(buf.data() + n, buf.size() - n);
+                continue;
+            }
             if (!t.pending.empty() && !t.pending.back().zc && t.pending.back().len < payload) {
                 Out &o = t.pending.back();
                 size_t k = std::min<size_t>(payload - o.len, buf.size() - n);
@@ -240,15 +254,18 @@ std::error_code Stream::Impl::close(Deadline deadline) {
         t.discarding = true;
         while (!t.rq.empty()) consume_front();
         t.fin_wanted = true;
+        // The peer acks the fin as it takes it, maybe before it read the staged parts
+        // offered ahead of it: those must stay until their rts-dones.
         for (;;) {
-            std::error_code w =
-                wait_until([&] { return t.broken || (t.fin_tx && t.fin_ack_rx); }, deadline);
+            std::error_code w = wait_until(
+                [&] { return t.broken || (t.fin_tx && t.fin_ack_rx && t.rts_posted == 0); },
+                deadline);
             if (w == std::errc::interrupted) continue;
             result = w;
             break;
         }
         // A peer that finished too may disconnect before its fin-ack reaches us.
-        if (!result && !(t.fin_tx && t.fin_ack_rx) && !(t.broken && t.fin_rx))
+        if (!result && !(t.fin_tx && t.fin_ack_rx && t.rts_posted == 0) && !(t.broken && t.fin_rx))
             result = t.error ? t.error : reset();
     }
     unlock();
@@ -283,7 +300,7 @@ bool Stream::Impl::finished() {
     if (t.poisoned || !t.connected || t.broken) return true;
     // A piece of a region in flight must land before the buffers go (close() waits).
     progress();
-    return t.broken || (t.fin_tx && t.fin_ack_rx && t.rdma_posted == 0);
+    return t.broken || (t.fin_tx && t.fin_ack_rx && t.rdma_posted == 0 && t.rts_posted == 0);
 }
 
 void Stream::Impl::abort() noexcept {

@@ -37,7 +37,10 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
     progress();
     size_t n = 0; // bytes offered (queued as rts)
     bool stop = false;
-    auto unposted = [&] { return !t.pending.empty() && t.pending.back().zc; };
+    // Ours: queued staged parts before them are earlier writes' bytes.
+    auto unposted = [&] {
+        return !t.pending.empty() && t.pending.back().zc && !staged(t.pending.back().zc);
+    };
     for (;;) {
         while (!t.broken && !stop && n < buf.size() && !t.free_slots.empty()) {
             auto k = static_cast<uint32_t>(std::min<size_t>(kRegionMax, buf.size() - n));
@@ -73,6 +76,7 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
     // Broken: the reader's RDMA reads of the region fail from now on (deregistered).
     VipDeregisterMem(nic->handle(), base, zc_mh);
     t.rts_posted = 0;
+    offered_n = 0;
     // Like the copying path: bytes taken are counted, the error comes with the next call.
     if (n == 0 && t.broken)
         ec = t.fin_rx ? std::make_error_code(std::errc::broken_pipe) : t.error;

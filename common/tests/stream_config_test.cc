@@ -43,9 +43,9 @@ TEST_CASE("config: the table declares every key once with the defaults of Stream
             CHECK(std::strcmp(k.type, "string") == 0);
         }
     }
-    for (const char *n :
-         {"STREAM_SPIN_US", "STREAM_BUFFER_SIZE", "STREAM_RECV_BUFFERS", "STREAM_SEND_BUFFERS",
-          "STREAM_ZCOPY_THRESHOLD", "STREAM_LINGER_MS", "STREAM_SHAREABLE", "STREAM_READY_FD"})
+    for (const char *n : {"STREAM_SPIN_US", "STREAM_BUFFER_SIZE", "STREAM_RECV_BUFFERS",
+                          "STREAM_SEND_BUFFERS", "STREAM_ZCOPY_THRESHOLD", "STREAM_STAGE_THRESHOLD",
+                          "STREAM_LINGER_MS", "STREAM_SHAREABLE", "STREAM_READY_FD"})
         CHECK(names.count(n) == 1);
 }
 

@@ -239,6 +239,11 @@ typedef struct {
      * host too. */
     VIP_UINT16 HostAddressLen;
     VIP_UINT8 HostAddress[32];
+    /* VIP_TRUE: the peer's RDMA reads of this side's memory complete with no
+     * call of this side (shm's cross-memory attach), so memory it may read can
+     * be offered and left alone.  VIP_FALSE: this side's library serves them
+     * while it is called (tcp; shm without cross-memory access). */
+    VIP_BOOLEAN PeerReadsAlone;
 } VIP_VI_ENDPOINTS;
 
 /*

@@ -80,6 +80,14 @@ struct StreamOptions {
     // never writes zero copy (0 in its options()), and asks its peer for none: it reads
     // what a peer writes through its own receive buffers.
     uint32_t zcopy_threshold = 1024 * 1024;
+    // A copied write (any write zero copy does not take) that has at least this many
+    // bytes left is copied into a registered stage of two 512 KiB parts the peer
+    // RDMA-reads, straight into its program's buffer when that is a blocking read without
+    // deadline: the reader copies each byte once, not twice (out of the VI's transfer,
+    // then out of its receive buffer).  The write returns once the bytes are staged, as
+    // any copied write.  Blocking writes of a private stream only, to a peer that takes
+    // RDMA reads; the stage (1 MiB) is made at the first such write.  0: never.
+    uint32_t stage_threshold = 256 * 1024;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
     // How long the destructor lets close() wait for the peer to take everything written.
@@ -121,6 +129,7 @@ struct StreamCounters {
     uint64_t bytes_in = 0;      // payload bytes received (taken off the VI)
     uint64_t bytes_out = 0;     // payload bytes handed to the VI
     uint64_t bytes_zcopy = 0;   // of bytes_out, sent from the caller's memory (zero copy)
+    uint64_t bytes_staged = 0;  // of bytes_out, RDMA-read by the peer from the stage
     uint64_t messages_in = 0;   // data messages received
     uint64_t messages_out = 0;  // data messages sent
     uint64_t control_in = 0;    // credit / fin / fin-ack messages received
@@ -344,7 +353,7 @@ public:
     // Counters of all holders together (shareable).
     StreamCounters counters() const noexcept;
     // The options in effect (buffer_size as negotiated; nonblocking as made: see
-    // nonblocking(); zcopy_threshold 0 when shareable).
+    // nonblocking(); zcopy_threshold and stage_threshold 0 when shareable).
     const StreamOptions &options() const noexcept;
 
     // This end and the peer's end of the connection, as the kernel reported them when

@@ -89,6 +89,9 @@ TEST_CASE("VipQueryViEndpoints gives the kernel's view of both ends", "[ext][end
         CHECK(ea.PeerUid == geteuid());
         CHECK(ea.PeerGid == getegid());
         CHECK(eb.PeerPid == getpid());
+        // One process may always read its own memory (cross-memory attach).
+        CHECK(ea.PeerReadsAlone == VIP_TRUE);
+        CHECK(eb.PeerReadsAlone == VIP_TRUE);
     } else {
         REQUIRE(ea.Kind == VIP_ENDPOINTS_SOCKET);
         CHECK(same_sockaddr(ea.LocalSocket, eb.RemoteSocket));
@@ -97,6 +100,7 @@ TEST_CASE("VipQueryViEndpoints gives the kernel's view of both ends", "[ext][end
         CHECK(port_of(ea.LocalSocket) != 0);
         CHECK(port_of(eb.LocalSocket) != 0);
         CHECK(ea.PeerPid == -1);
+        CHECK(ea.PeerReadsAlone == VIP_FALSE); // this side's progress serves them
     }
     // Once disconnected there is nothing to tell.
     REQUIRE(VipDisconnect(p.b) == VIP_SUCCESS);

@@ -199,6 +199,7 @@ VIP_RETURN endpoints(Vi *vi, VIP_VI_ENDPOINTS *out) {
     e.PeerGid = cred.gid;
     e.HostAddressLen = kHostAddressLen;
     memcpy(e.HostAddress, vi->nic->address, kHostAddressLen);
+    e.PeerReadsAlone = ep->peer_can_access_me ? VIP_TRUE : VIP_FALSE;
     *out = e;
     return VIP_SUCCESS;
 }

@@ -151,6 +151,7 @@ VIP_RETURN endpoints(Vi *vi, VIP_VI_ENDPOINTS *out) {
     e.PeerGid = static_cast<gid_t>(-1);
     e.HostAddressLen = static_cast<VIP_UINT16>(vi->nic->attrs.NicAddressLen);
     memcpy(e.HostAddress, vi->nic->address, e.HostAddressLen);
+    e.PeerReadsAlone = VIP_FALSE; // served by this side's progress
     *out = e;
     return VIP_SUCCESS;
 }

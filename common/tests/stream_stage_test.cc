@@ -1,0 +1,228 @@
+// Staged writes: large copied writes go through a registered stage the reader
+// RDMA-reads (shm, where the reader needs no call of the writer), in order with data
+// messages and zero-copy regions; close, dying peers, and the way back to plain copies.
+#include "helpers.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+using namespace std::chrono_literals;
+using vipl::deadline_in;
+
+namespace {
+
+bool on_shm(const std::string &base) {
+    return base.starts_with("vipl+shm");
+}
+
+enum class Reader {
+    direct,   // blocking reads without deadline: parts straight into the buffer
+    deadline, // reads with a deadline: parts in pieces through a receive buffer
+    random,   // blocking reads of random sizes from 1 B
+    polling,  // non-blocking reads woken by poll() on fd()
+};
+
+// Reads until end of stream (or `total` bytes) checking pattern `seed`; bytes read.
+uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed, Reader how,
+                    std::error_code &ec) {
+    std::vector<std::byte> buf(1300 * 1024);
+    std::mt19937_64 rng(seed);
+    if (how == Reader::polling) s.set_nonblocking(true);
+    uint64_t off = 0;
+    auto end = vipl::Clock::now() + 30s;
+    while (off < total && vipl::Clock::now() < end) {
+        size_t want = how == Reader::random ? 1 + rng() % buf.size() : buf.size();
+        size_t n = how == Reader::deadline ? s.read({buf.data(), want}, deadline_in(10s), ec)
+                                           : s.read({buf.data(), want}, ec);
+        if (ec == std::errc::operation_would_block) {
+            pollfd p{s.fd(), POLLIN, 0};
+            poll(&p, 1, 1000);
+            ec.clear();
+            continue;
+        }
+        if (ec || n == 0) break;
+        int64_t bad = vt::check(buf.data(), n, off, seed);
+        if (bad >= 0) {
+            FAIL("mismatch at offset " << off + bad);
+        }
+        off += n;
+    }
+    if (how == Reader::polling) s.set_nonblocking(false);
+    return off;
+}
+
+// Writes that mix data messages, staged parts (from 256 KiB) and zero copy (1 MiB and
+// up, no deadline): odd sizes so that parts end anywhere in a read.
+const size_t kSizes[] = {100,         300 * 1024 + 1, 1536 * 1024, 700 * 1024 - 3,     10,
+                         2048 * 1024, 256 * 1024 - 1, 256 * 1024,  5 * 1024 * 1024 + 7};
+
+uint64_t write_mix(vipl::Stream &s, uint32_t seed, bool deadlines) {
+    uint64_t off = 0;
+    std::vector<std::byte> buf(6 << 20);
+    for (size_t n : kSizes) {
+        vt::fill(buf.data(), n, off, seed);
+        std::error_code ec;
+        size_t done = 0;
+        while (done < n && !ec)
+            done += deadlines ? s.write({buf.data() + done, n - done}, deadline_in(10s), ec)
+                              : s.write({buf.data() + done, n - done}, ec);
+        if (ec) return off + done;
+        off += n;
+    }
+    return off;
+}
+
+} // namespace
+
+TEST_CASE("stream: large copied writes are staged, in order with data and zero copy") {
+    std::string base = CT_PROVIDER();
+    Reader how = GENERATE(Reader::direct, Reader::deadline, Reader::random, Reader::polling);
+    bool deadlines = GENERATE(false, true); // with deadlines nothing goes zero copy
+    auto p = vt::connect_pair(base);
+    uint64_t total = 0;
+    for (size_t n : kSizes) total += n;
+    // The writer waits for the first credit grant: it says whether the peer takes rts.
+    std::error_code ec;
+    CHECK(p.client.write(std::span<const std::byte>{}, ec) == 0);
+    uint64_t wrote = 0;
+    std::error_code closed;
+    vipl::StreamCounters c;
+    std::thread writer([&] {
+        wrote = write_mix(p.client, 5, deadlines);
+        // At most the last write's last parts wait for the reader to finish earlier ones.
+        c = p.client.counters();
+        // What flow control held back leaves while the writer calls the stream.
+        closed = p.client.close(deadline_in(20s));
+    });
+    uint64_t got = read_check(p.server, total + 1, 5, how, ec);
+    writer.join();
+    CHECK(!ec);
+    CHECK(!closed);
+    CHECK(wrote == total);
+    CHECK(got == total);
+    if (on_shm(base)) {
+        // 300K+1, the first part of 700K-3, 256K (and, with deadlines, the large ones)
+        // went through the stage; 188K-3 was left, too little for a part.
+        CHECK(c.bytes_staged >= 300 * 1024 + 1 + 512 * 1024 + 256 * 1024);
+        CHECK((c.bytes_zcopy > 0) == !deadlines);
+    } else {
+        // tcp: the writer's own calls would have to serve the reads of a staged part.
+        CHECK(c.bytes_staged == 0);
+    }
+}
+
+TEST_CASE("stream: stage_threshold 0 copies through the send buffers") {
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.stage_threshold = 0;
+    o.zcopy_threshold = 0;
+    auto p = vt::connect_pair(base, o);
+    std::error_code ec;
+    vipl::StreamCounters c;
+    std::error_code closed;
+    std::thread writer([&] {
+        write_mix(p.client, 9, false);
+        c = p.client.counters();
+        closed = p.client.close(deadline_in(20s));
+    });
+    uint64_t total = 0;
+    for (size_t n : kSizes) total += n;
+    CHECK(read_check(p.server, total + 1, 9, Reader::direct, ec) == total);
+    writer.join();
+    CHECK(!closed);
+    CHECK(c.bytes_staged == 0);
+    CHECK(c.bytes_zcopy == 0);
+    CHECK(c.bytes_out > 0);
+}
+
+TEST_CASE("stream: a staged write returns at once, and close waits for the reader") {
+    std::string base = CT_PROVIDER();
+    auto l = vt::bind_free(base);
+    // Two parts on shm; on tcp as much as the send buffers take without the reader.
+    constexpr size_t kBytes = (1 << 20) - 100;
+    vt::Shared<uint64_t> staged;
+    int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
+        std::error_code ec;
+        std::byte go[1];
+        if (s.read(go, deadline_in(10s), ec) != 1) return 3; // the grant is in
+        std::vector<std::byte> buf(kBytes);
+        vt::fill(buf.data(), kBytes, 0, 21);
+        // The reader sleeps 300 ms: a write that waited for it would be late.
+        auto t0 = vipl::Clock::now();
+        if (s.write(buf, deadline_in(10s), ec) != kBytes) return 4;
+        if (vipl::Clock::now() - t0 > 200ms) return 5;
+        *staged = s.counters().bytes_staged;
+        // Staged parts stay ours until the reader is done with them.
+        return s.close(deadline_in(20s)) ? 6 : 0;
+    });
+    auto s = vt::accept_one(l);
+    std::error_code ec;
+    std::byte go[1] = {std::byte{1}};
+    CHECK(s.write(go, ec) == 1);
+    std::this_thread::sleep_for(300ms);
+    CHECK(read_check(s, kBytes + 1, 21, Reader::deadline, ec) == kBytes);
+    CHECK(!ec);
+    CHECK(vt::wait_child(pid) == 0);
+    if (on_shm(base))
+        CHECK(*staged == kBytes);
+    else
+        CHECK(*staged == 0);
+}
+
+TEST_CASE("stream: a writer dies with parts staged: the reader gets an error, no bad byte") {
+    std::string base = CT_PROVIDER();
+    auto l = vt::bind_free(base);
+    vipl::StreamOptions o;
+    o.zcopy_threshold = 0; // every write copied: staged on shm
+    int pid = vt::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
+        std::error_code ec;
+        std::vector<std::byte> buf(1 << 20);
+        for (uint64_t off = 0; !ec; off += buf.size()) {
+            vt::fill(buf.data(), buf.size(), off, 33);
+            s.write(buf, ec); // killed in here, or between two writes
+        }
+        return 0;
+    });
+    auto s = vt::accept_one(l);
+    std::error_code ec;
+    std::vector<std::byte> buf(256 * 1024);
+    uint64_t got = 0;
+    bool killed = false;
+    auto t0 = vipl::Clock::now();
+    while (!ec && vipl::Clock::now() - t0 < 15s) {
+        if (!killed && got >= (8u << 20)) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        size_t n = s.read(buf, ec); // no deadline: parts straight into buf
+        if (vt::check(buf.data(), n, got, 33) >= 0) FAIL("bad byte after " << got);
+        got += n;
+    }
+    CHECK(killed);
+    CHECK(ec == std::errc::connection_reset);
+    vt::wait_child(pid);
+}
+
+TEST_CASE("stream: a reader dies with parts staged: the writer fails, never hangs") {
+    std::string base = CT_PROVIDER();
+    auto l = vt::bind_free(base);
+    int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
+        std::error_code ec;
+        std::vector<std::byte> buf(700 * 1024);
+        s.read(buf, ec); // part of the first part
+        raise(SIGKILL);
+        return 0;
+    });
+    auto s = vt::accept_one(l);
+    std::vector<std::byte> buf(1 << 20);
+    std::error_code ec;
+    auto t0 = vipl::Clock::now();
+    for (int i = 0; i < 200 && !ec; ++i) s.write(buf, deadline_in(10s), ec);
+    CHECK((ec == std::errc::connection_reset || ec == std::errc::broken_pipe));
+    CHECK(vipl::Clock::now() - t0 < 15s);
+    vt::wait_child(pid);
+}
