@@ -46,6 +46,7 @@ LABELS = {
     "stream-spin": "Stream spin",
     "stream-block": "Stream block",
     "stream-copy": "Stream copied (spin)",
+    "stream-unstaged": "Stream copied, unstaged",
     "asio": "AsioStream",
 }
 NS_COLUMNS = ["vipl-tcp-spin", "vipl-tcp", "vipl-tcp-block", "tcp-ns"]
@@ -438,17 +439,19 @@ class Report:
                 "stream spin / libvipl spin", "stream block / libvipl block",
                 "stream block / AF_UNIX", "AsioStream / AF_UNIX"], rows)
         self.emit("### Bandwidth (GB/s), 2 cores", "")
-        cols = ["stream-spin", "vipl-spin", "stream-block", "vipl-block", "stream-copy"]
+        cols = ["stream-spin", "vipl-spin", "stream-block", "vipl-block", "stream-copy",
+                "stream-unstaged"]
         rows = []
         for s in self.sizes_of("bandwidth", "stream-spin"):
             v = {t: self.get("bandwidth", t, "cross", s) for t in cols}
             rows.append([size_label(s)] + [gb(v[t]) for t in cols] + [
                 rtext(ratio(v["stream-spin"], v["vipl-spin"])),
                 rtext(ratio(v["stream-block"], v["vipl-block"])),
-                rtext(ratio(v["stream-copy"], v["vipl-spin"]))])
+                rtext(ratio(v["stream-copy"], v["vipl-spin"])),
+                rtext(ratio(v["stream-copy"], v["stream-unstaged"]))])
         self.table(["size"] + [LABELS[t] for t in cols] + [
             "stream spin / libvipl spin", "stream block / libvipl block",
-            "stream copied / libvipl spin"], rows)
+            "stream copied / libvipl spin", "copied: staged / unstaged"], rows)
         self.stream_pieces()
         self.call_cost()
 

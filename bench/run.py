@@ -54,6 +54,8 @@ STREAM_MODES = [("stream-spin", {"VIPL_STREAM_SPIN_US": SPIN_US}),
 # spinning, across cores: the 1 MiB write's other way, beside its zero copy.
 STREAM_COPY = ("stream-copy", {"VIPL_STREAM_SPIN_US": SPIN_US,
                                "VIPL_STREAM_ZCOPY_THRESHOLD": "0"})
+# The same without the stage (every byte through the send buffers): what it gains.
+STREAM_UNSTAGED = ("stream-unstaged", dict(STREAM_COPY[1], VIPL_STREAM_STAGE_THRESHOLD="0"))
 STREAM_LAT_SIZES = [8, 64, 1024, 4096, 16384, 65536]
 # Each call's cost on a message's way (bench-stream-cost): a second a round.
 CALL_COST_SIZES = [8, 1024]
@@ -582,7 +584,9 @@ class Runner:
             self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
             self.ucx("bw", placement)
             self.own_bw("fabric", placement, "bench-fabric")
-            modes = STREAM_MODES[:2] + ([STREAM_COPY] if placement == "cross" else [])
+            copies = [STREAM_COPY, STREAM_UNSTAGED] if self.round % 2 else [STREAM_UNSTAGED,
+                                                                            STREAM_COPY]
+            modes = STREAM_MODES[:2] + (copies if placement == "cross" else [])
             for name, env in modes:
                 self.own_bw(name, placement, "bench-stream", ["--variant", "stream"], env=env)
 

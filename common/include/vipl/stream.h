@@ -85,8 +85,10 @@ struct StreamOptions {
     // RDMA-reads, straight into its program's buffer when that is a blocking read without
     // deadline: the reader copies each byte once, not twice (out of the VI's transfer,
     // then out of its receive buffer).  The write returns once the bytes are staged, as
-    // any copied write.  Blocking writes of a private stream only, to a peer that takes
-    // RDMA reads; the stage (1 MiB) is made at the first such write.  0: never.
+    // any copied write; close() waits until the peer took the staged parts, as it waits
+    // for bytes held back by credits.  Blocking writes of a private stream only, to a peer
+    // that reads our memory with no call of ours (shm: VIP_VI_ENDPOINTS::PeerReadsAlone);
+    // the stage (1 MiB) is made at the first such write.  0: never.
     uint32_t stage_threshold = 256 * 1024;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
