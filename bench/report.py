@@ -469,7 +469,7 @@ class Report:
             "so one write's reads never overlap the next write's announcement; and blocking "
             "adds two sleeps per write (the reader's until the announcement, the writer's "
             "until the done), where raw libvipl's sends go on without waiting. Copied, a "
-            "write of 256 KiB or more goes through the stage (`VIPL_STREAM_STAGE_THRESHOLD`): "
+            "write of 64 KiB or more goes through the stage (`VIPL_STREAM_STAGE_THRESHOLD`): "
             "the writer copies it into one of two registered 512 KiB parts and returns, the "
             "reader RDMA-reads the part straight into its buffer while the writer fills the "
             "other, one copy on each side at the same time (through the send buffers the "

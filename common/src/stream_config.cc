@@ -54,7 +54,7 @@ const Row kRows[] = {
       "blocking writes without deadline of at least this many bytes are not copied: the peer "
       "RDMA-reads them from the caller's memory (0: never)"},
      Field::zcopy},
-    {{"STREAM_STAGE_THRESHOLD", "u32", "262144", 0, 0xffffffffu,
+    {{"STREAM_STAGE_THRESHOLD", "u32", "65536", 0, 0xffffffffu,
       "blocking copied writes with at least this many bytes left stage them in a registered "
       "area the peer RDMA-reads straight into its reader's buffer (0: never)"},
      Field::stage},

@@ -80,16 +80,18 @@ struct StreamOptions {
     // never writes zero copy (0 in its options()), and asks its peer for none: it reads
     // what a peer writes through its own receive buffers.
     uint32_t zcopy_threshold = 1024 * 1024;
-    // A copied write (any write zero copy does not take) that has at least this many
-    // bytes left is copied into a registered stage of two 512 KiB parts the peer
+    // A copied write (any write zero copy does not take) with at least this many bytes
+    // left is copied into a registered stage of two 512 KiB parts that the peer
     // RDMA-reads, straight into its program's buffer when that is a blocking read without
     // deadline: the reader copies each byte once, not twice (out of the VI's transfer,
-    // then out of its receive buffer).  The write returns once the bytes are staged, as
-    // any copied write; close() waits until the peer took the staged parts, as it waits
-    // for bytes held back by credits.  Blocking writes of a private stream only, to a peer
-    // that reads our memory with no call of ours (shm: VIP_VI_ENDPOINTS::PeerReadsAlone);
-    // the stage (1 MiB) is made at the first such write.  0: never.
-    uint32_t stage_threshold = 256 * 1024;
+    // then out of its receive buffer).  Measured on shm it pays from 64 KiB (bandwidth
+    // and blocking round trips gain, spinning ones are level; at 32 KiB both lose).  The
+    // write returns once the bytes are staged, as any copied write; close() waits until
+    // the peer took the staged parts, as it waits for bytes held back by credits.
+    // Blocking writes of a private stream only, to a peer that reads our memory with no
+    // call of ours (shm: VIP_VI_ENDPOINTS::PeerReadsAlone); the stage (1 MiB) is made at
+    // the first such write.  0: never.
+    uint32_t stage_threshold = 64 * 1024;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
     // How long the destructor lets close() wait for the peer to take everything written.
