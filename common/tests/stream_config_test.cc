@@ -122,10 +122,12 @@ TEST_CASE("config: options from the environment drive a stream") {
     Env env;
     env.set("VIPL_STREAM_BUFFER_SIZE", "4096");
     env.set("VIPL_STREAM_RECV_BUFFERS", "4");
+    env.set("VIPL_STREAM_STAGE_THRESHOLD", "0"); // every byte in data messages
     std::error_code ec;
     auto o = vipl::stream_options_from_env(ec);
     REQUIRE(!ec);
     auto p = vt::connect_pair(base, o);
+    CHECK(p.client.options().stage_threshold == 0);
     CHECK(p.client.options().buffer_size == 4096);
     CHECK(p.server.options().buffer_size == 4096);
     std::vector<std::byte> buf(100000), in(100000);
@@ -147,4 +149,5 @@ TEST_CASE("config: options from the environment drive a stream") {
     CHECK(vt::check(in.data(), got, 0, 1) == -1);
     CHECK(!ec);
     CHECK(p.server.counters().messages_in >= buf.size() / 4096); // 4 KiB messages
+    CHECK(p.client.counters().bytes_staged == 0);
 }

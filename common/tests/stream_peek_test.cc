@@ -99,6 +99,7 @@ TEST_CASE("stream: peek and readable_bytes with many buffers of data in line") {
     vipl::StreamOptions o;
     o.shareable = shared;
     o.buffer_size = 16 * 1024;
+    o.stage_threshold = 0; // staged, a write would be one region (the next test case)
     auto p = vt::connect_pair(base, o);
     const size_t kTotal = 100000; // seven messages
     REQUIRE(vt::write_pattern(p.client, kTotal, 9, kTotal));

@@ -186,12 +186,16 @@ public:
     // Like read() (MSG_PEEK): copies up to buf.size() bytes of what a read() would return
     // into buf, but they stay in the stream for the next read() or peek().  Blocks,
     // returns 0 at the end of the stream and reports errors as read() does.  A peek never
-    // reads a zero-copy region straight into buf: its bytes come through a receive
-    // buffer, up to 64 KiB (buffer_size) of such a region at a time.
+    // reads a zero-copy region (or a staged part: stage_threshold) straight into buf: its
+    // bytes come through a receive buffer, up to 64 KiB (buffer_size) of such a region
+    // at a time.
     std::size_t peek(std::span<std::byte> buf, std::error_code &ec);
     std::size_t peek(std::span<std::byte> buf, Deadline deadline, std::error_code &ec);
     // How many bytes a read() with a large enough buffer would return now without
     // waiting (FIONREAD), after taking what arrived; 0 for an empty stream.  Never blocks.
+    // Of a region (zero copy, a staged part) only what a receive buffer holds counts: a
+    // reader that waits for this to reach a large write's size before it reads waits
+    // for ever (common/README.md, Pitfalls).
     std::size_t readable_bytes() noexcept;
 
     // Writes bytes; returns how many were accepted (copied into registered send buffers,
