@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <random>
 #include <thread>
 
 namespace vt {
@@ -138,6 +139,33 @@ bool read_exact(vipl::Stream &s, std::byte *p, size_t n, std::chrono::millisecon
         done += k;
     }
     return true;
+}
+
+uint64_t read_checked(vipl::Stream &s, uint64_t total, uint32_t seed, ReadHow how, size_t buf_size,
+                      std::error_code *ec_out) {
+    std::vector<std::byte> buf(buf_size);
+    std::mt19937_64 rng(seed);
+    if (how == ReadHow::polling) s.set_nonblocking(true);
+    uint64_t off = 0;
+    std::error_code ec;
+    auto end = vipl::Clock::now() + std::chrono::seconds(30);
+    while (off < total && vipl::Clock::now() < end) {
+        size_t want = how == ReadHow::random ? 1 + rng() % buf.size() : buf.size();
+        size_t n = how == ReadHow::deadline
+                       ? s.read({buf.data(), want}, vipl::deadline_in(std::chrono::seconds(10)), ec)
+                       : s.read({buf.data(), want}, ec);
+        if (ec == std::errc::operation_would_block) {
+            pollfd p{s.fd(), POLLIN, 0};
+            poll(&p, 1, 1000);
+            ec.clear();
+            continue;
+        }
+        if (ec || n == 0 || check(buf.data(), n, off, seed) >= 0) break;
+        off += n;
+    }
+    if (how == ReadHow::polling) s.set_nonblocking(false);
+    if (ec_out) *ec_out = ec;
+    return off;
 }
 
 void *map(size_t bytes) {

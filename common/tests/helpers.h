@@ -59,6 +59,19 @@ bool write_all(vipl::Stream &s, const std::byte *p, size_t n);
 bool read_exact(vipl::Stream &s, std::byte *p, size_t n,
                 std::chrono::milliseconds each = std::chrono::seconds(10));
 
+// How a test reads a stream that may carry regions (zero copy, staged parts).
+enum class ReadHow {
+    direct,   // blocking reads without deadline: regions straight into the buffer
+    deadline, // reads with a deadline: regions in pieces through a receive buffer
+    random,   // blocking reads of random sizes from 1 B
+    polling,  // non-blocking reads woken by poll() on fd(); blocking again on return
+};
+// Reads pattern `seed` in reads of up to buf_size bytes until `total` bytes, the end of
+// the stream, an error (in *ec when given) or a wrong byte, 30 s at most; the bytes that
+// were right.
+uint64_t read_checked(vipl::Stream &s, uint64_t total, uint32_t seed, ReadHow how, size_t buf_size,
+                      std::error_code *ec = nullptr);
+
 // Anonymous MAP_SHARED memory, zeroed.
 void *map(size_t bytes);
 void unmap(void *p, size_t bytes);

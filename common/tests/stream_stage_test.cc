@@ -3,11 +3,9 @@
 // messages and zero-copy regions; close, dying peers, and the way back to plain copies.
 #include "helpers.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <random>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -19,40 +17,12 @@ bool on_shm(const std::string &base) {
     return base.starts_with("vipl+shm");
 }
 
-enum class Reader {
-    direct,   // blocking reads without deadline: parts straight into the buffer
-    deadline, // reads with a deadline: parts in pieces through a receive buffer
-    random,   // blocking reads of random sizes from 1 B
-    polling,  // non-blocking reads woken by poll() on fd()
-};
+using Reader = vt::ReadHow;
 
 // Reads until end of stream (or `total` bytes) checking pattern `seed`; bytes read.
 uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed, Reader how,
                     std::error_code &ec) {
-    std::vector<std::byte> buf(1300 * 1024);
-    std::mt19937_64 rng(seed);
-    if (how == Reader::polling) s.set_nonblocking(true);
-    uint64_t off = 0;
-    auto end = vipl::Clock::now() + 30s;
-    while (off < total && vipl::Clock::now() < end) {
-        size_t want = how == Reader::random ? 1 + rng() % buf.size() : buf.size();
-        size_t n = how == Reader::deadline ? s.read({buf.data(), want}, deadline_in(10s), ec)
-                                           : s.read({buf.data(), want}, ec);
-        if (ec == std::errc::operation_would_block) {
-            pollfd p{s.fd(), POLLIN, 0};
-            poll(&p, 1, 1000);
-            ec.clear();
-            continue;
-        }
-        if (ec || n == 0) break;
-        int64_t bad = vt::check(buf.data(), n, off, seed);
-        if (bad >= 0) {
-            FAIL("mismatch at offset " << off + bad);
-        }
-        off += n;
-    }
-    if (how == Reader::polling) s.set_nonblocking(false);
-    return off;
+    return vt::read_checked(s, total, seed, how, 1300 * 1024, &ec);
 }
 
 // Writes that mix data messages, staged parts (from 64 KiB) and zero copy (1 MiB and

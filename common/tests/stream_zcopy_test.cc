@@ -2,7 +2,6 @@
 // side-by-side measurement that is run by hand (hidden tag [.zcopy-bench]).
 #include "helpers.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -10,7 +9,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <thread>
 
 using namespace std::chrono_literals;
@@ -24,35 +22,11 @@ double cpu(const rusage &r) {
     return r.ru_utime.tv_sec + r.ru_stime.tv_sec + (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
 }
 
-enum class Reader {
-    deadline, // reads with a deadline: regions come in pieces through a receive buffer
-    direct,   // blocking reads without deadline: regions straight into the buffer
-    random,   // the same with random sizes from 1 B: both ways
-    polling,  // non-blocking reads woken by poll() on fd()
-};
+using Reader = vt::ReadHow;
 
 // Reads `total` bytes of pattern `seed` from s, checking them; returns bytes read.
 uint64_t read_check(vipl::Stream &s, uint64_t total, uint32_t seed, Reader how = Reader::deadline) {
-    std::vector<std::byte> buf(300 * 1024 + 7);
-    std::mt19937_64 rng(seed);
-    if (how == Reader::polling) s.set_nonblocking(true);
-    uint64_t off = 0;
-    auto end = vipl::Clock::now() + 20s;
-    while (off < total && vipl::Clock::now() < end) {
-        std::error_code ec;
-        size_t want = how == Reader::random ? 1 + rng() % buf.size() : buf.size();
-        size_t n = how == Reader::deadline ? s.read({buf.data(), want}, deadline_in(10s), ec)
-                                           : s.read({buf.data(), want}, ec);
-        if (ec == std::errc::operation_would_block) {
-            pollfd p{s.fd(), POLLIN, 0};
-            poll(&p, 1, 1000);
-            continue;
-        }
-        if (ec || n == 0) break;
-        if (vt::check(buf.data(), n, off, seed) >= 0) break;
-        off += n;
-    }
-    return off;
+    return vt::read_checked(s, total, seed, how, 300 * 1024 + 7);
 }
 
 } // namespace
