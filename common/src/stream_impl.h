@@ -258,8 +258,12 @@ struct Stream::Impl {
     void pull_regions();
     // --- staged writes (stream_stage.cc)
     // Whether a blocking copied write with `left` bytes to go stages them (makes the stage
-    // at the first such write; false for good if that fails).
-    bool stage_wanted(size_t left);
+    // at the first such write; false for good if that fails).  The size test is inline:
+    // it is on every write's way.
+    bool stage_wanted(size_t left) {
+        return opt.stage_threshold != 0 && left >= opt.stage_threshold && stage_allowed();
+    }
+    bool stage_allowed();
     // A part and a send buffer (for its rts) are free.
     bool stage_room() const;
     // Copies up to a part of src into a free part and queues its rts; returns the bytes.

@@ -17,13 +17,11 @@
 
 namespace vipl {
 
-bool Stream::Impl::stage_wanted(size_t left) {
+bool Stream::Impl::stage_allowed() {
     const State &t = *st;
-    // Small writes first: this is on every write's way.  The peer's first message says
-    // whether it takes rts (a shareable peer does not).
-    if (left < opt.stage_threshold || opt.stage_threshold == 0 || shared || !peer_reads_alone ||
-        stage_failed || !opt.hold_back || nonblocking.load(std::memory_order_relaxed) || !t.heard ||
-        t.peer_no_rts)
+    // The peer's first message says whether it takes rts (a shareable peer does not).
+    if (shared || !peer_reads_alone || stage_failed || !opt.hold_back ||
+        nonblocking.load(std::memory_order_relaxed) || !t.heard || t.peer_no_rts)
         return false;
     if (stage) return true;
     const size_t size = size_t{kStagePart} * kStageParts;
