@@ -221,3 +221,65 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
 }
+
+TEST_CASE("VipViPending says whether a Done may find something, and makes no progress",
+          "[ext][waitfd]") {
+    // Over shm it looks at the queues and the ring; tcp cannot tell without reading its
+    // socket, so it always says so.
+    ArmedPair ap(VT_DEVICE());
+    const bool shm = ap.shm;
+    vt::Pair &p = ap.p;
+    VIP_BOOLEAN pend = VIP_FALSE;
+    auto pending = [&](VIP_ULONG events) {
+        pend = VIP_FALSE;
+        REQUIRE(VipViPending(p.a, events, &pend) == VIP_SUCCESS);
+        return pend == VIP_TRUE;
+    };
+    // Waits (bounded) until VipViPending says `want`; what it said last.
+    auto settles = [&](VIP_ULONG events, bool want) {
+        for (int i = 0; i < 2000 && pending(events) != want; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return pend == VIP_TRUE;
+    };
+    CHECK(VipViPending(p.a, VIP_ARM_ARRIVALS, nullptr) == VIP_INVALID_PARAMETER);
+    CHECK(VipViPending(p.a, 0, &pend) == VIP_INVALID_PARAMETER);
+    CHECK(VipViPending(p.a, 0x4, &pend) == VIP_INVALID_PARAMETER);
+    CHECK(VipViPending(nullptr, VIP_ARM_ANY, &pend) == VIP_INVALID_PARAMETER);
+    VIP_DESCRIPTOR *d;
+    // Nothing came: a Done would find nothing.
+    CHECK(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
+    CHECK(pending(VIP_ARM_ANY) == !shm);
+
+    // The peer sends: the message is pending until a Done takes it, however often asked.
+    send_one(ap.mb, p.b, 0);
+    CHECK(settles(VIP_ARM_ARRIVALS, true));
+    CHECK(pending(VIP_ARM_ARRIVALS));
+    CHECK(pending(VIP_ARM_ARRIVALS));
+    CHECK(VipRecvDone(p.a, &d) == VIP_SUCCESS);
+    REQUIRE(VipPostRecv(p.a, d, ap.ma.mh) == VIP_SUCCESS);
+    CHECK(pending(VIP_ARM_ARRIVALS) == !shm);
+
+    // This side sends and the peer takes it: the completion is pending for a waiter that
+    // takes send completions, and (once a Done made it) not for one that waits to read.
+    send_one(ap.ma, p.a, 1);
+    bool took = false;
+    for (int i = 0; i < 2000 && !took; ++i) {
+        took = VipRecvDone(p.b, &d) == VIP_SUCCESS;
+        if (!took) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(took);
+    VIP_DESCRIPTOR *sd = nullptr;
+    for (int i = 0; i < 2000 && !pending(VIP_ARM_CONSUMED); ++i) {
+        CHECK(VipRecvDone(p.a, &d) == VIP_NOT_DONE); // progress: the send completes
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(pend == VIP_TRUE);
+    CHECK(pending(VIP_ARM_ARRIVALS) == !shm);
+    REQUIRE(VipSendDone(p.a, &sd) == VIP_SUCCESS);
+    CHECK(pending(VIP_ARM_ANY) == !shm);
+
+    // The peer goes: pending, so that a waiter's Done hears of it.
+    vt::destroy_vi(p.b);
+    CHECK(settles(VIP_ARM_ARRIVALS, true));
+    vt::destroy_vi(p.a);
+}
