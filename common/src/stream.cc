@@ -257,6 +257,8 @@ short Stream::arm(short want, bool looked, bool any_event) noexcept {
     if (!is_open()) return 0;
     Impl::Guard g(*impl_);
     if (!looked) impl_->progress();
+    // A send completion left in the VI would make the armed fd fire at once.
+    impl_->reap_sends();
     short ev = impl_->events();
     if (ev & (want | POLLERR | POLLHUP)) return ev;
     // Arming also makes the fd readable at once for what came since the look.

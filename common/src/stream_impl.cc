@@ -400,7 +400,25 @@ void Stream::Impl::flush_reposts() {
     repost_later.clear();
 }
 
-bool Stream::Impl::progress() {
+bool Stream::Impl::reap_sends() {
+    State &t = *st;
+    VIP_DESCRIPTOR *d;
+    VIP_RETURN rc;
+    bool any = false;
+    // Only sends in flight can complete: a look at an empty send queue is a system call
+    // on a provider whose progress reads a socket (tcp).
+    uint32_t in_flight =
+        (nsend - t.free_slots.size()) + (kCtlSlots - t.free_ctl.size()) + t.rdma_posted;
+    while (in_flight > 0 &&
+           ((rc = VipSendDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR)) {
+        on_send_done(d, rc);
+        --in_flight;
+        any = true;
+    }
+    return any;
+}
+
+bool Stream::Impl::progress(Look look) {
     if (!vi) return false;
     State &t = *st;
     VIP_DESCRIPTOR *d;
@@ -413,25 +431,17 @@ bool Stream::Impl::progress() {
         }
         return false;
     }
-    bool any = false;
-    // Only sends in flight can complete: a look at an empty send queue is a system call
-    // on a provider whose progress reads a socket (tcp), made at every look of a wait.
-    uint32_t in_flight =
-        (nsend - t.free_slots.size()) + (kCtlSlots - t.free_ctl.size()) + t.rdma_posted;
-    while (in_flight > 0 &&
-           ((rc = VipSendDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR)) {
-        on_send_done(d, rc);
-        --in_flight;
-        any = true;
-    }
+    bool any = (look != Look::read || sends_wanted()) && reap_sends();
     bool arrived = false;
+    const uint64_t msgs_before = t.stats.messages_in;
     while ((rc = VipRecvDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR) {
         on_recv(d, rc);
         arrived = true;
+        if (look != Look::all && !t.broken && t.stats.messages_in != msgs_before) break;
     }
     any |= arrived;
-    // The queue was empty just now: a write in the next moments need not look again (the
-    // stamp is for write_looks alone: without it no write looks first).
+    // The queue was looked at just now: a write in the next moments need not look again
+    // (the stamp is for write_looks alone: without it no write looks first).
     if (arrived && !shared && opt.write_looks) drained_at = ticks();
     if (!any && !t.broken) {
         // The wait fd also fires when the VI leaves the Connected state.  A look at the
@@ -621,7 +631,9 @@ void Stream::Impl::update_ready() {
     if (!fd_given.load(std::memory_order_relaxed)) return;
     State &t = *st;
     bool ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
-    // The program may sleep on fd() now: the VI's next event must make it readable.
+    // The program may sleep on fd() now: the VI's next event must make it readable (and
+    // no completion left in it, or it would at once).
+    if (!ready && reap_sends()) ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
     if (!ready) VipArmViWaitFd(vi);
     if (ev_fd < 0) return;
     if (ready && !t.ev_set) {

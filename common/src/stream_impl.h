@@ -198,8 +198,38 @@ struct Stream::Impl {
     // Wakes the sleepers of other threads and processes (lock held).
     void wake_sleepers();
 
-    // Takes every completion, then posts what flow control allows.  Never blocks.
-    bool progress(); // whether a completion came (the peer is at work)
+    // Who looks at the VI, and so what a look takes (progress):
+    //   all   every completion (the default);
+    //   wait  a waiter's look: it stops after the first arrival that brings stream bytes,
+    //         so the wait it ends goes on at once; what is behind it is taken at the next
+    //         look, as if it had come just after this one.  Taking the last arrival costs
+    //         one more library call (on tcp a recv() that finds nothing) on the way to
+    //         the reply;
+    //   read  a reader's wait: moreover leaves send completions in the VI until
+    //         sends_wanted().  A completed send only gives back a buffer, which a reader
+    //         does not wait for, and taking it is one more library call per look (on shm
+    //         one that reads the line the peer writes as it consumes).  Every other call
+    //         takes them, and so does any arming: one left in the VI would make the
+    //         armed fd fire at once.
+    enum class Look { all, wait, read };
+    // Takes what `look` takes, then posts what flow control allows.  Never blocks.
+    bool progress(Look look = Look::all); // whether a completion came (the peer is at work)
+    // A reader's look takes send completions too: half of a kind of buffer is out, or an
+    // RDMA read (a send completion too) is in flight.
+    bool sends_wanted() const {
+        const State &t = *st;
+        return t.rdma_posted > 0 || 2 * t.free_slots.size() <= nsend ||
+               2 * t.free_ctl.size() <= kCtlSlots;
+    }
+    bool reap_sends(); // takes every send completion; whether one came
+    // Whether progress(look) may find something now (VipViPending: the completions it
+    // takes, work for the transport, a failure).
+    bool vi_pending(Look look) const {
+        VIP_BOOLEAN p = VIP_TRUE;
+        bool sends = look != Look::read || sends_wanted();
+        VipViPending(vi, sends ? VIP_ARM_ANY : VIP_ARM_ARRIVALS, &p);
+        return p;
+    }
     // Makes progress until done() holds (the predicate must also accept `broken`):
     // spins as the VI's spin policy allows (spin_us is its base), then sleeps.  Errors:
     // would_block (at once in non-blocking mode), timed_out, interrupted.  Lock held.
@@ -368,11 +398,11 @@ struct Stream::Impl {
     mutable SpinBudget budget_;   // the policy's last answer (spin_budget)
     mutable Clock::time_point budget_until_{}; // reused until then
     bool won_last_ = false;                    // the last outcome told was a win
-    // A private stream's last look that took an arrival and left the VI's receive queue
-    // empty, in ticks() (0: none since the last write).  A write within kLookedTicks of
-    // it skips write_looks' look: the reply to what a read just returned goes out
-    // without a second look at a queue seen empty a moment ago; what arrives in that
-    // moment waits for the next call, as it would had it come just after a look.
+    // A private stream's last look that took an arrival, in ticks() (0: none since the
+    // last write).  A write within kLookedTicks of it skips write_looks' look: the reply
+    // to what a read just returned goes out without a second look at the queue; what
+    // arrives in that moment, or was left behind by a waiter's look, waits for the next
+    // call, as it would had it come just after the look.
     uint64_t drained_at = 0;
     static constexpr uint64_t kLookedTicks = 2048; // about a microsecond
     static uint64_t ticks() noexcept {
@@ -409,8 +439,9 @@ template <class Done>
 std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to_read) {
     // What is here already needs no look at the VI (on tcp a recv() that finds nothing).
     if (done()) return {};
+    const Look look = to_read ? Look::read : Look::wait;
     for (;;) {
-        progress();
+        progress(look);
         if (done()) return {};
         if (nonblocking.load(std::memory_order_relaxed)) {
             st->stats.would_block++;
@@ -428,9 +459,12 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
             bool got = spin.run(
                 [&] {
                     Guard g(*this);
+                    // Most looks find nothing: asking the VI costs a few loads, a look
+                    // that finds nothing a library call's progress.
+                    if (!vi_pending(look)) return done();
                     // A completion that does not end the wait still shows the peer at
                     // work (a reader taking what a writer waits to add to): spin on.
-                    if (progress() && !done()) spin.extend();
+                    if (progress(look) && !done()) spin.extend();
                     return done();
                 },
                 deadline);
@@ -439,9 +473,16 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
             if (got) st->stats.spin_wins++;
             // A shareable stream's state may have moved since the look (another holder
             // took the lock): look again, and keep the lock until this one sleeps.
-            if (shared) progress();
+            if (shared && !done()) progress(look);
             if (done()) return {};
             if (got) continue;
+        }
+        // A reader's looks leave send completions in the VI: one left there would wake
+        // the sleeper at once, and one may be what the caller waits for (an RDMA read
+        // that finished since the look) or free what a queued message needs.
+        if (reap_sends()) {
+            progress(look);
+            if (done()) return {};
         }
         st->stats.sleeps++;
         if (!sleep(deadline, to_read)) return std::make_error_code(std::errc::interrupted);

@@ -43,6 +43,9 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
     std::error_code w;
     for (;;) {
         w = wait_until(ready, deadline, true);
+        // A waiter's look may have left arrivals in the VI (progress): once the stream
+        // broke, what is left (bytes, the peer's fin) decides what this read returns.
+        if (t.broken && t.rq.empty()) progress();
         if (t.poisoned) break;
         if (peek) {
             while (!t.rq.empty() && exhausted(t.rq.front())) consume_front();
