@@ -222,14 +222,6 @@ struct Stream::Impl {
                2 * t.free_ctl.size() <= kCtlSlots;
     }
     bool reap_sends(); // takes every send completion; whether one came
-    // Whether progress(look) may find something now (VipViPending: the completions it
-    // takes, work for the transport, a failure).
-    bool vi_pending(Look look) const {
-        VIP_BOOLEAN p = VIP_TRUE;
-        bool sends = look != Look::read || sends_wanted();
-        VipViPending(vi, sends ? VIP_ARM_ANY : VIP_ARM_ARRIVALS, &p);
-        return p;
-    }
     // Makes progress until done() holds (the predicate must also accept `broken`):
     // spins as the VI's spin policy allows (spin_us is its base), then sleeps.  Errors:
     // would_block (at once in non-blocking mode), timed_out, interrupted.  Lock held.
@@ -459,9 +451,6 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
             bool got = spin.run(
                 [&] {
                     Guard g(*this);
-                    // Most looks find nothing: asking the VI costs a few loads, a look
-                    // that finds nothing a library call's progress.
-                    if (!vi_pending(look)) return done();
                     // A completion that does not end the wait still shows the peer at
                     // work (a reader taking what a writer waits to add to): spin on.
                     if (progress(look) && !done()) spin.extend();

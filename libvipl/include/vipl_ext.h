@@ -175,19 +175,6 @@ VIP_RETURN VipArmViWaitFd(IN VIP_VI_HANDLE ViHandle);
 VIP_RETURN VipArmViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Events);
 
 /*
- * Whether a Done on the VI may find something now, for a waiter that polls: a
- * completion of the Events asked (VIP_ARM_* above) ready to take, work for the
- * transport (something arrived, the peer consumed, the peer hung up), or a VI that
- * left the Connected state.  Makes no progress and takes nothing: on shm a few loads,
- * far less than a Done that finds nothing, so a spin loop asks this first and calls
- * Done only when it says VIP_TRUE.  A provider that cannot tell without progress
- * (tcp reads its socket) always says VIP_TRUE.  A VIP_FALSE is true when read: what
- * arrives a moment later is seen by the next call.  Returns VIP_SUCCESS,
- * VIP_INVALID_PARAMETER.  Child, signal and thread rules as VipRecvDone.
- */
-VIP_RETURN VipViPending(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Events, OUT VIP_BOOLEAN *Pending);
-
-/*
  * The same for a completion queue: readable when VipCQDone would return an
  * entry.  Child, signal and thread rules as VipGetViWaitFd.
  */

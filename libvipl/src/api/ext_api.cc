@@ -96,26 +96,6 @@ VIP_RETURN VipArmViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Events) {
     });
 }
 
-VIP_RETURN VipViPending(VIP_VI_HANDLE ViHandle, VIP_ULONG Events, VIP_BOOLEAN *Pending) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !Pending || !Events || (Events & ~VIP_ARM_ANY)) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
-        bool takeable = ((Events & VIP_ARM_ARRIVALS) && vi->rq.head != vi->rq.visible) ||
-                        ((Events & VIP_ARM_CONSUMED) && vi->sq.head != vi->sq.visible);
-        bool pending = takeable || vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED;
-        if (!pending && vi->prov) {
-            // The same look a spinning VipRecvWait makes between two progress calls.
-            const ViOps *ops = vi->nic->ops->vi;
-            pending = !(ops->wait_caps & kCapSpin) || (ops->wait_caps & kCapSpinByProgress) ||
-                      ops->pending(vi);
-        }
-        *Pending = pending ? VIP_TRUE : VIP_FALSE;
-        return VIP_SUCCESS;
-    });
-}
-
 VIP_RETURN VipArmViWaitFd(VIP_VI_HANDLE ViHandle) {
     return VipArmViWaitFdEx(ViHandle, VIP_ARM_ANY);
 }
