@@ -257,12 +257,13 @@ short Stream::arm(short want, bool looked, bool any_event) noexcept {
     if (!is_open()) return 0;
     Impl::Guard g(*impl_);
     if (!looked) impl_->progress();
-    // A send completion left in the VI would make the armed fd fire at once.
-    impl_->reap_sends();
+    VIP_ULONG what = any_event ? VIP_ARM_ANY : impl_->arm_events(!(want & POLLOUT));
+    // A send completion left in the VI would make an fd armed for it fire at once.
+    if (what != VIP_ARM_ARRIVALS) impl_->reap_sends();
     short ev = impl_->events();
     if (ev & (want | POLLERR | POLLHUP)) return ev;
     // Arming also makes the fd readable at once for what came since the look.
-    VipArmViWaitFdEx(impl_->vi, any_event ? VIP_ARM_ANY : impl_->arm_events(!(want & POLLOUT)));
+    VipArmViWaitFdEx(impl_->vi, what);
     return ev;
 }
 

@@ -466,10 +466,11 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
             if (done()) return {};
             if (got) continue;
         }
-        // A reader's looks leave send completions in the VI: one left there would wake
-        // the sleeper at once, and one may be what the caller waits for (an RDMA read
-        // that finished since the look) or free what a queued message needs.
-        if (reap_sends()) {
+        // A reader's looks leave send completions in the VI: one left there would wake a
+        // sleeper armed for them at once, and one may be what the caller waits for (an
+        // RDMA read that finished since the look) or free what a queued message needs.
+        // A sleeper armed for arrivals alone hears of none (and waits for none).
+        if (arm_events(to_read) != VIP_ARM_ARRIVALS && reap_sends()) {
             progress(look);
             if (done()) return {};
         }

@@ -166,8 +166,10 @@ VIP_RETURN VipArmViWaitFd(IN VIP_VI_HANDLE ViHandle);
  * that waits to read arms for arrivals only: the peer taking its last message then
  * rings no doorbell (on a request-reply connection that is a wake-up, two context
  * switches, per request).  Sends that wait for room are armed for whatever the
- * program asks.  Returns as VipArmViWaitFd, and VIP_INVALID_PARAMETER for no or
- * unknown bits.
+ * program asks.  A completion already there makes the fd readable at once only if it
+ * is of a kind armed for: a program armed for arrivals may leave its send completions
+ * in the VI.  Returns as VipArmViWaitFd, and VIP_INVALID_PARAMETER for no or unknown
+ * bits.
  */
 #define VIP_ARM_ARRIVALS 0x1
 #define VIP_ARM_CONSUMED 0x2

@@ -174,7 +174,10 @@ static void rearm_for_fd(Vi *vi, unsigned what = kWakeAny) {
         vi->nic->ops->vi->check_peer(vi);
     }
     vi_rearm(vi, what);
-    bool takeable = vi->sq.head != vi->sq.visible || vi->rq.head != vi->rq.visible;
+    // Only what it is armed for: a program armed for arrivals may leave its own send
+    // completions for later without being woken by them.
+    bool takeable = ((what & kWakeSend) && vi->sq.head != vi->sq.visible) ||
+                    ((what & kWakeRecv) && vi->rq.head != vi->rq.visible);
     const ViOps *ops = vi->nic->ops->vi;
     if (takeable || (vi->prov && ops->held(vi))) {
         vi->kicked.store(false);

@@ -188,6 +188,21 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
         take_recv(p.b, mb);
     }
 
+    // 1b. A send completion already made but not taken: an fd armed for arrivals does not
+    // hear of it (the program may leave it for later); one armed for anything is
+    // readable at once.
+    send_one(ma, p.a, 16);
+    take_recv(p.b, mb);
+    for (int i = 0; i < 20; ++i) { // the Done's progress completes the send (shm: acked)
+        REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ARRIVALS) == VIP_SUCCESS);
+    CHECK(!readable(fd, 100));
+    REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ANY) == VIP_SUCCESS);
+    CHECK(readable(fd, 0));
+    take_send();
+
     // 2. A message a Done takes as it arrives leaves nothing to hear of: over tcp the fd
     // is quiet afterwards (no wake-up of libvipl's own for it).
     REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
