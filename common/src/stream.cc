@@ -293,7 +293,9 @@ bool Stream::holds_back() const noexcept {
 short Stream::events() noexcept {
     if (!is_open()) return 0;
     Impl::Guard g(*impl_);
-    impl_->progress();
+    // A poller's look: bytes to read are readiness enough; what is behind them is taken
+    // by the read (on tcp a look that finds the queue empty is a recv()).
+    impl_->progress(Impl::Look::wait);
     impl_->update_ready();
     return impl_->events();
 }
