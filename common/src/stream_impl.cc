@@ -431,13 +431,15 @@ bool Stream::Impl::progress(Look look) {
         }
         return false;
     }
-    bool any = (look != Look::read || sends_wanted()) && reap_sends();
+    const bool lazy = look == Look::read || look == Look::drain;
+    const bool one = look == Look::read || look == Look::wait;
+    bool any = (!lazy || sends_wanted()) && reap_sends();
     bool arrived = false;
     const uint64_t msgs_before = t.stats.messages_in;
     while ((rc = VipRecvDone(vi, &d)) == VIP_SUCCESS || rc == VIP_DESCRIPTOR_ERROR) {
         on_recv(d, rc);
         arrived = true;
-        if (look != Look::all && !t.broken && t.stats.messages_in != msgs_before) break;
+        if (one && !t.broken && t.stats.messages_in != msgs_before) break;
     }
     any |= arrived;
     // The queue was looked at just now: a write in the next moments need not look again

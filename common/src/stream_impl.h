@@ -210,8 +210,11 @@ struct Stream::Impl {
     //         does not wait for, and taking it is one more library call per look (on shm
     //         one that reads the line the peer writes as it consumes).  Every other call
     //         takes them, and so does any arming: one left in the VI would make the
-    //         armed fd fire at once.
-    enum class Look { all, wait, read };
+    //         armed fd fire at once;
+    //   drain a reader's first look, before it waits: every arrival (a reader that keeps
+    //         up with a stream of messages finds several, and reads on without a look),
+    //         send completions as `read`.
+    enum class Look { all, wait, read, drain };
     // Takes what `look` takes, then posts what flow control allows.  Never blocks.
     bool progress(Look look = Look::all); // whether a completion came (the peer is at work)
     // A reader's look takes send completions too: half of a kind of buffer is out, or an
@@ -432,8 +435,8 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
     // What is here already needs no look at the VI (on tcp a recv() that finds nothing).
     if (done()) return {};
     const Look look = to_read ? Look::read : Look::wait;
-    for (;;) {
-        progress(look);
+    for (bool first = true;; first = false) {
+        progress(!first ? look : to_read ? Look::drain : Look::all);
         if (done()) return {};
         if (nonblocking.load(std::memory_order_relaxed)) {
             st->stats.would_block++;
