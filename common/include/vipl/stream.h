@@ -121,8 +121,8 @@ struct StreamOptions {
     // fails with EPIPE.  false: a write that can go out at once looks at nothing first, as
     // a TCP connection's send() after the peer closed still succeeds (the error comes at
     // a later call).  A private stream's write within about a microsecond of a look that
-    // took an arrival and found nothing behind it (a reply to what a read just returned)
-    // counts that look as its own.
+    // took an arrival (a reply to what a read just returned) counts that look as its own:
+    // what arrived since, or was left behind it, waits for the next call.
     bool write_looks = true;
     // Overrides the VIPL device chosen from the URI ("tcp:eth0", "shm0"...); empty: from URI.
     std::string device;
