@@ -259,7 +259,7 @@ short Stream::arm(short want, bool looked, bool any_event) noexcept {
     if (!looked) impl_->progress();
     VIP_ULONG what = any_event ? VIP_ARM_ANY : impl_->arm_events(!(want & POLLOUT));
     // A send completion left in the VI would make an fd armed for it fire at once.
-    if (what != VIP_ARM_ARRIVALS) impl_->reap_sends();
+    impl_->reap_for_arming(what);
     short ev = impl_->events();
     if (ev & (want | POLLERR | POLLHUP)) return ev;
     // Arming also makes the fd readable at once for what came since the look.

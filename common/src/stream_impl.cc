@@ -635,7 +635,8 @@ void Stream::Impl::update_ready() {
     bool ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
     // The program may sleep on fd() now: the VI's next event must make it readable (and
     // no completion left in it, or it would at once).
-    if (!ready && reap_sends()) ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
+    if (!ready && reap_for_arming(VIP_ARM_ANY))
+        ready = (events() & (t.fd_events | POLLERR | POLLHUP)) != 0;
     if (!ready) VipArmViWaitFd(vi);
     if (ev_fd < 0) return;
     if (ready && !t.ev_set) {

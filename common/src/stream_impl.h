@@ -225,6 +225,9 @@ struct Stream::Impl {
                2 * t.free_ctl.size() <= kCtlSlots;
     }
     bool reap_sends(); // takes every send completion; whether one came
+    // Before arming the wait fd for `what`: takes the send completions it would hear of
+    // at once (a reader's looks leave them in the VI); whether one came.
+    bool reap_for_arming(VIP_ULONG what) { return what != VIP_ARM_ARRIVALS && reap_sends(); }
     // Makes progress until done() holds (the predicate must also accept `broken`):
     // spins as the VI's spin policy allows (spin_us is its base), then sleeps.  Errors:
     // would_block (at once in non-blocking mode), timed_out, interrupted.  Lock held.
@@ -473,7 +476,7 @@ std::error_code Stream::Impl::wait_until(Done &&done, Deadline deadline, bool to
         // sleeper armed for them at once, and one may be what the caller waits for (an
         // RDMA read that finished since the look) or free what a queued message needs.
         // A sleeper armed for arrivals alone hears of none (and waits for none).
-        if (arm_events(to_read) != VIP_ARM_ARRIVALS && reap_sends()) {
+        if (reap_for_arming(arm_events(to_read))) {
             progress(look);
             if (done()) return {};
         }
