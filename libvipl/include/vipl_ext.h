@@ -177,6 +177,22 @@ VIP_RETURN VipArmViWaitFd(IN VIP_VI_HANDLE ViHandle);
 VIP_RETURN VipArmViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Events);
 
 /*
+ * Sleeps until the VI has an event of Events (VIP_ARM_* bits: a completion of that
+ * kind for a Done to take, input the transport holds), leaves the Connected state,
+ * Timeout milliseconds pass (VIP_INFINITE: no limit, 0: one look), or a signal
+ * handler runs.  Takes nothing: the program calls Done afterwards, as after a poll of
+ * the wait fd (a spurious wake-up is possible, a missed one is not).  The call arms
+ * the VI and looks a last time itself; there is no need for a Done just before.  For
+ * a program that waits on this VI alone: it is the sleep that VipArmViWaitFdEx and a
+ * poll of the wait fd make, minus a system call per wake-up (a lone sleeper waits
+ * edge-triggered, and the doorbell is drained only when the fd is armed next).  Works
+ * with or without a wait fd.  Returns VIP_SUCCESS (something may be there),
+ * VIP_TIMEOUT, VIP_INTERRUPTED, VIP_INVALID_PARAMETER (no or unknown Events bits, a
+ * bad handle), VIP_ERROR_RESOURCE.  Child, signal and thread rules as VipRecvWait.
+ */
+VIP_RETURN VipWaitViEvent(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Events, IN VIP_ULONG Timeout);
+
+/*
  * The same for a completion queue: readable when VipCQDone would return an
  * entry.  Child, signal and thread rules as VipGetViWaitFd.
  */

@@ -1,5 +1,6 @@
 // Extensions: wait descriptors, counters, return-code names, introspection.
 #include "api/entry.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/cq.h"
 #include "core/fds.h"
@@ -98,6 +99,15 @@ VIP_RETURN VipArmViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Events) {
 
 VIP_RETURN VipArmViWaitFd(VIP_VI_HANDLE ViHandle) {
     return VipArmViWaitFdEx(ViHandle, VIP_ARM_ANY);
+}
+
+VIP_RETURN VipWaitViEvent(VIP_VI_HANDLE ViHandle, VIP_ULONG Events, VIP_ULONG Timeout) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !Events || (Events & ~VIP_ARM_ANY)) return VIP_INVALID_PARAMETER;
+        return vi_wait_event(vi, ViHandle, static_cast<unsigned>(Events),
+                             deadline_after_ms(Timeout));
+    });
 }
 
 VIP_RETURN VipGetCQWaitFd(VIP_CQ_HANDLE CQHandle, int *Fd) {

@@ -198,6 +198,9 @@ struct Vi : Object {
     // destroying it waits for them to leave.
     std::atomic<int> sleepers{0};
     std::atomic<bool> kicked{false};
+    // An edge-triggered sleeper woke on the doorbell and left its count: a level poller's
+    // next arming drains it (vi_rearm), else the fd would stay readable.
+    std::atomic<bool> undrained{false};
     std::atomic<bool> fd_mode{false};
     // The program arms the wait fd itself before it sleeps (VipArmViWaitFd), not every
     // Done that finds nothing; fd_armed: the kinds of event (WakeFor) it armed for last,
@@ -238,6 +241,7 @@ struct Vi : Object {
         prov = nullptr;
         efd = -1;
         kicked.store(false, std::memory_order_relaxed);
+        undrained.store(false, std::memory_order_relaxed);
         fd_mode.store(false, std::memory_order_relaxed);
         fd_explicit.store(false, std::memory_order_relaxed);
         fd_armed.store(0, std::memory_order_relaxed);

@@ -163,7 +163,17 @@ void vi_wake_now(Vi *vi) {
 
 void vi_drain(Vi *vi) {
     vi->kicked.store(false, std::memory_order_release);
+    vi->undrained.store(false, std::memory_order_relaxed);
     eventfd_drain(vi->efd);
+}
+
+void vi_doorbell_heard(Vi *vi, bool edge) {
+    if (!edge) {
+        vi_drain(vi);
+        return;
+    }
+    vi->kicked.store(false, std::memory_order_release);
+    vi->undrained.store(true, std::memory_order_relaxed);
 }
 
 void vi_progress(Vi *vi) {

@@ -57,6 +57,9 @@ inline void vi_end_taking(Vi *vi) {
 }
 // Drains vi->efd after a wake-up.
 void vi_drain(Vi *vi);
+// A sleeper woke on vi->efd: a level-triggered one drains it; an edge-triggered one
+// (epoll, EPOLLET) leaves the count, one system call less, for the next arming to drain.
+void vi_doorbell_heard(Vi *vi, bool edge);
 
 // Runs the provider's progress if the VI has a transport (lock held).
 void vi_progress(Vi *vi);

@@ -30,9 +30,11 @@ void note_interrupted() {
     t_interrupted = true;
 }
 
-// In a wait: true, and *rc = VIP_INTERRUPTED, once a provider's sleep in it
-// was interrupted; the wait then takes nothing (it stays queued for the next call).
-static bool interrupted(VIP_RETURN *rc) {
+void wait_begin() {
+    t_interrupted = false;
+}
+
+bool interrupted(VIP_RETURN *rc) {
     if (!t_interrupted) return false;
     *rc = VIP_INTERRUPTED;
     return true;
@@ -147,7 +149,9 @@ void vi_disarm(Vi *vi) {
 
 void vi_rearm(Vi *vi, unsigned what) {
     bool rang = vi->prov && !vi->nic->ops->vi->armed(vi);
-    if (rang || vi->kicked.load(std::memory_order_acquire)) vi_drain(vi);
+    if (rang || vi->kicked.load(std::memory_order_acquire) ||
+        vi->undrained.load(std::memory_order_relaxed))
+        vi_drain(vi);
     vi_arm(vi, what);
 }
 
@@ -225,10 +229,7 @@ VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out) 
     return done_locked(vi, recv ? vi->rq : vi->sq, out, &rc) ? rc : VIP_NOT_DONE;
 }
 
-// Counts a sleeper in (+1) or out (-1); returns the count before.  Only
-// threads of this process read a private VI's count: with one thread, no
-// locked instruction.
-static int sleepers_add(Vi *vi, int d) {
+int sleepers_add(Vi *vi, int d) {
     if (!vi->shareable && Mutex::single_threaded()) {
         int v = vi->sleepers.load(std::memory_order_relaxed);
         vi->sleepers.store(v + d, std::memory_order_relaxed);
@@ -439,12 +440,7 @@ bool ViWait::sleep_polled(Sleep &s) {
         ViGuard g(vi_);
         if (!vis().still(vi_, handle_)) return invalid();
         if (last && !vi_->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi_);
-        if (doorbell) {
-            if (s.lone)
-                vi_->kicked.store(false, std::memory_order_release);
-            else
-                vi_drain(vi_);
-        }
+        if (doorbell) vi_doorbell_heard(vi_, s.lone);
         if (transport_event && vi_->prov) vi_->nic->ops->vi->check_peer(vi_);
         // Interrupted or not, what arrived meanwhile is queued here ...
         vi_progress(vi_);
@@ -477,7 +473,7 @@ bool ViWait::sleep() {
 } // namespace
 
 VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out) {
-    t_interrupted = false;
+    wait_begin();
     ViWait w(vi, handle, recv, deadline, out);
     if (w.first_look() || w.spin() || w.sleep()) return w.rc();
     return VIP_ERROR_RESOURCE; // not reached: sleep() ends the call

@@ -25,6 +25,14 @@ PollResult epoll_until(int ep, struct epoll_event *evs, int max, uint64_t deadli
 // CQWait making the call then returns VIP_INTERRUPTED instead of taking a
 // descriptor (a Done ignores it).  Per thread; each wait starts clear.
 void note_interrupted();
+// A wait starts: no provider sleep of it was interrupted yet.
+void wait_begin();
+// In a wait: true, and *rc = VIP_INTERRUPTED, once a provider's sleep in it was
+// interrupted; the wait then takes nothing (it stays queued for the next call).
+bool interrupted(VIP_RETURN *rc);
+// Counts a sleeper in (+1) or out (-1); returns the count before.  Only threads of
+// this process read a private VI's count: with one thread, no locked instruction.
+int sleepers_add(Vi *vi, int d);
 
 // Adds (or removes) a VI's transport descriptors to the epoll set ep with
 // the events the provider asks for, plus `extra` (EPOLLET...), tagged data.
@@ -58,6 +66,8 @@ void arm_wait_fd(Vi *vi, unsigned what = kWakeAny);
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out);
 // VipSendWait/VipRecvWait.
 VIP_RETURN vi_wait(Vi *vi, const void *handle, bool recv, uint64_t deadline, VIP_DESCRIPTOR **out);
+// VipWaitViEvent (wait_vi.cc): sleeps until an event of `what` (WakeFor bits), takes nothing.
+VIP_RETURN vi_wait_event(Vi *vi, const void *handle, unsigned what, uint64_t deadline);
 
 VIP_RETURN cq_done(Cq *cq, const void *handle, VIP_VI_HANDLE *vi, VIP_BOOLEAN *recv);
 VIP_RETURN cq_wait(Cq *cq, const void *handle, uint64_t deadline, VIP_VI_HANDLE *vi,

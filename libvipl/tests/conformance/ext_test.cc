@@ -552,6 +552,8 @@ TEST_CASE("Blocking calls return VIP_INTERRUPTED when a signal handler runs", "[
         CHECK(interrupt([&] { return VipRecvWait(p.a, 6000, &d); }, restart) == VIP_INTERRUPTED);
         CHECK(g_reentered == 1);
         CHECK(interrupt([&] { return VipSendWait(p.a, 6000, &d); }, restart) == VIP_INTERRUPTED);
+        CHECK(interrupt([&] { return VipWaitViEvent(p.a, VIP_ARM_ANY, 6000); }, restart) ==
+              VIP_INTERRUPTED);
         VIP_VI_HANDLE vi;
         VIP_BOOLEAN recv;
         CHECK(interrupt([&] { return VipCQWait(cq, 6000, &vi, &recv); }, restart) ==

@@ -1,5 +1,5 @@
-// Blocking on a shareable VI from a child: VipRecvWait, VipSendWait and
-// VipCQWait sleep in the child as in the parent (even after the parent
+// Blocking on a shareable VI from a child: VipRecvWait, VipSendWait, VipCQWait and
+// VipWaitViEvent sleep in the child as in the parent (even after the parent
 // slept on the same VI and CQ before fork), and the wait descriptors the
 // parent got keep working in the child (vipl_ext.h: "inherited and keeps
 // working"), as do the child's own; and they keep working in the parent
@@ -70,6 +70,51 @@ std::string cq_round_trip(vt::ShVi &v, int proc, uint32_t sender, uint32_t seq) 
             return "bad echo " + why;
         if (s2 != sender || q2 != seq)
             return vt::fmt("echo of %u/%u, expected %u/%u", s2, q2, sender, seq);
+        vt::set_desc(d, v.recv_buf(idx), vt::kMsgBytes, v.mh);
+        if (VipPostRecv(v.vi, d, v.mh) != VIP_SUCCESS) return "VipPostRecv failed";
+        echoed = true;
+    }
+    return "";
+}
+
+// The same, sleeping in VipWaitViEvent and taking with Done.
+std::string event_sleeps_until_timeout(VIP_VI_HANDLE vi) {
+    double t0 = vt::now_ms();
+    VIP_RETURN rc = VipWaitViEvent(vi, VIP_ARM_ANY, 40);
+    double took = vt::now_ms() - t0;
+    if (rc != VIP_TIMEOUT)
+        return vt::fmt("VipWaitViEvent with nothing pending: %s", VipReturnString(rc));
+    if (took < 30) return vt::fmt("VipWaitViEvent timed out after %.1f ms of 40", took);
+    return "";
+}
+
+std::string event_round_trip(vt::ShVi &v, int proc, uint32_t sender, uint32_t seq) {
+    int slot = static_cast<int>(seq % vt::kSlots);
+    VIP_DESCRIPTOR *sd = v.send_desc(proc, slot);
+    vt::make_msg(v.send_buf(proc, slot), sender, seq);
+    vt::set_desc(sd, v.send_buf(proc, slot), vt::kMsgBytes, v.mh);
+    if (VipPostSend(v.vi, sd, v.mh) != VIP_SUCCESS) return "VipPostSend failed";
+    bool sent = false, echoed = false;
+    double end = vt::now_ms() + 3000;
+    while (!sent || !echoed) {
+        if (vt::now_ms() > end)
+            return vt::fmt("nothing after 3 s (sent %d echoed %d)", sent, echoed);
+        VIP_RETURN rc = VipWaitViEvent(v.vi, sent ? VIP_ARM_ARRIVALS : VIP_ARM_ANY, 3000);
+        if (rc != VIP_SUCCESS && rc != VIP_TIMEOUT)
+            return vt::fmt("VipWaitViEvent: %s", VipReturnString(rc));
+        VIP_DESCRIPTOR *d;
+        if (!sent && VipSendDone(v.vi, &d) == VIP_SUCCESS) {
+            if (d != sd) return "another send descriptor completed";
+            sent = true;
+        }
+        if (echoed || VipRecvDone(v.vi, &d) != VIP_SUCCESS) continue;
+        int idx = v.recv_index(d);
+        uint32_t s2, q2;
+        std::string why;
+        if (idx < 0 || idx >= vt::kRecvs ||
+            !vt::parse_msg(v.recv_buf(idx), d->CS.Length, &s2, &q2, &why) || s2 != sender ||
+            q2 != seq)
+            return "wrong echo " + why;
         vt::set_desc(d, v.recv_buf(idx), vt::kMsgBytes, v.mh);
         if (VipPostRecv(v.vi, d, v.mh) != VIP_SUCCESS) return "VipPostRecv failed";
         echoed = true;
@@ -168,6 +213,8 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
     CHECK(sleeps_until_timeout(v.vi, true) == "");
     CHECK(sleeps_until_timeout(v.vi, false) == "");
     CHECK(cq_sleeps_until_timeout(w.cq) == "");
+    CHECK(event_sleeps_until_timeout(v.vi) == "");
+    CHECK(event_round_trip(v, 0, 2, 0) == ""); // sender 2: the parent's own sequence
     CHECK(vt::round_trip(v, 0, 0, 0, 3000, true) == "");
     CHECK(cq_round_trip(w, 0, 0, 0) == "");
     int vfd = -1, cfd = -1;
@@ -185,6 +232,10 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
             note("VipRecvWait", sleeps_until_timeout(v.vi, true));
             note("VipSendWait", sleeps_until_timeout(v.vi, false));
             note("VipCQWait", cq_sleeps_until_timeout(w.cq));
+            note("VipWaitViEvent", event_sleeps_until_timeout(v.vi));
+            for (uint32_t i = 0; i < 20 && n == 0; ++i)
+                note(vt::fmt("round trip %u sleeping in VipWaitViEvent", i),
+                     event_round_trip(v, 1, 3, i));
             for (uint32_t i = 0; i < 20 && n == 0; ++i)
                 note(vt::fmt("round trip %u sleeping in Send/RecvWait", i),
                      vt::round_trip(v, 1, 1, i, 3000, true));
@@ -215,6 +266,7 @@ TEST_CASE("process child: waits in a fork child", "[.]") {
     CHECK(cs == 0);
     // And the parent's waits still work after the child used the VI and left.
     CHECK(sleeps_until_timeout(v.vi, true) == "");
+    CHECK(event_round_trip(v, 0, 2, 1) == "");
     CHECK(vt::round_trip(v, 0, 0, 2, 3000, true) == "");
     CHECK(cq_round_trip(w, 0, 0, 2) == "");
     CHECK(fd_wakes(v, vfd, false, 0, 0, 3) == "");
