@@ -166,12 +166,13 @@ VIP_ULONG Stream::Impl::arm_events(bool to_read) const {
 
 bool Stream::Impl::sleep(Deadline deadline, bool to_read) {
     int ms = ms_left(deadline);
+    // Alone on the VI: libvipl's own sleep, edge-triggered (no drain of the doorbell
+    // after each wake-up, as a poll of the wait fd needs).  It arms and looks itself.
+    if (!shared)
+        return VipWaitViEvent(vi, arm_events(to_read), ms < 0 ? VIP_INFINITE : VIP_ULONG(ms)) !=
+               VIP_INTERRUPTED;
     // After the last look: the VI's next event (or one already there) wakes us.
     VipArmViWaitFdEx(vi, arm_events(to_read));
-    if (!shared) {
-        pollfd p{vi_fd, POLLIN, 0};
-        return !(poll(&p, 1, ms) < 0 && errno == EINTR);
-    }
     State &t = *st;
     int slot = -1;
     for (int pass = 0; pass < 2 && slot < 0; ++pass) {
