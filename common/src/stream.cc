@@ -271,6 +271,28 @@ bool Stream::arm_to_sleep(short want, bool looked, bool any_event) noexcept {
     return is_open() && !(arm(want, looked, any_event) & (want | POLLERR | POLLHUP));
 }
 
+short Stream::sleep_for(short want, Deadline deadline, std::error_code &ec) noexcept {
+    ec.clear();
+    if (!is_open()) return 0;
+    VIP_ULONG what;
+    {
+        Impl::Guard g(*impl_);
+        what = impl_->arm_events(!(want & POLLOUT));
+        // A send completion left in the VI would end a sleep armed for it at once.
+        impl_->reap_for_arming(what);
+        short ev = impl_->events();
+        if (ev & (want | POLLERR | POLLHUP)) return ev;
+    }
+    // Never with the lock: other holders go on meanwhile.  libvipl arms the VI and looks
+    // at it a last time itself.
+    VIP_RETURN rc = VipWaitViEvent(impl_->vi, what, timeout_ms(deadline));
+    if (rc == VIP_INTERRUPTED)
+        ec = std::make_error_code(std::errc::interrupted);
+    else if (rc == VIP_TIMEOUT)
+        ec = std::make_error_code(std::errc::timed_out);
+    return 0;
+}
+
 void Stream::set_fd_events(short events) noexcept {
     if (!is_open()) return;
     Impl::Guard g(*impl_);

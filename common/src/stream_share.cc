@@ -169,8 +169,7 @@ bool Stream::Impl::sleep(Deadline deadline, bool to_read) {
     // Alone on the VI: libvipl's own sleep, edge-triggered (no drain of the doorbell
     // after each wake-up, as a poll of the wait fd needs).  It arms and looks itself.
     if (!shared)
-        return VipWaitViEvent(vi, arm_events(to_read), ms < 0 ? VIP_INFINITE : VIP_ULONG(ms)) !=
-               VIP_INTERRUPTED;
+        return VipWaitViEvent(vi, arm_events(to_read), timeout_ms(deadline)) != VIP_INTERRUPTED;
     // After the last look: the VI's next event (or one already there) wakes us.
     VipArmViWaitFdEx(vi, arm_events(to_read));
     State &t = *st;

@@ -115,6 +115,23 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
                 if (e.under.stream) spin.report(of, got, fds[e.i].revents != 0);
             }
         }
+        // One stream alone (a libpq program's poll of its connection): libvipl's own
+        // sleep, a system call less per wake-up than arming and polling the wait fd.
+        if (!ready && n == 1 && !mask && tracked.size() == 1 && tracked[0].under.stream &&
+            tracked[0].under.fd2 < 0) {
+            short r = 0;
+            int k = sock_sleep(tracked[0].sock, fds[0].events, dl, &r);
+            if (k != 2) {
+                fds[0].revents = r;
+                if (k == 1) return 1;
+                if (k < 0) {
+                    errno = EINTR;
+                    return -1;
+                }
+                if (Clock::now() >= dl) return 0;
+                continue; // woken: look again
+            }
+        }
         // About to sleep: each stream arms its wait fd (libvipl rings it at the next
         // event only then), which also tells what came since the last look.
         if (!ready && streams)

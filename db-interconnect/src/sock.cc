@@ -139,10 +139,7 @@ void file_destroy(File *f) noexcept {
 // kernel connection about how it ended: a peer that closed (kFlagClosed) or died hangs
 // up a unix socket; a TCP one hangs up only once both directions are shut, or with an
 // error (a reset) when the peer left data of ours unread.
-short vipl_events(Sock *s, short arm_for) noexcept {
-    // No look of the arming's own: sock_arm's callers just looked (sock_poll), or wait
-    // edge-triggered; what came since makes the wait fd readable at once either way.
-    short ev = arm_for >= 0 ? s->stream.arm(arm_for, true) : s->stream.events();
+static short as_socket(Sock *s, short ev) noexcept {
     if (ev & POLLERR) {
         // Broken: the peer died (or reset).  The error shows until a read reported it.
         short r = POLLIN | POLLOUT | POLLRDHUP;
@@ -156,6 +153,12 @@ short vipl_events(Sock *s, short arm_for) noexcept {
     if (s->shut_rd) ev |= POLLIN | POLLRDHUP;
     if (s->shut_rd && s->shut_wr) ev |= POLLHUP; // both directions shut here
     return ev;
+}
+
+short vipl_events(Sock *s, short arm_for) noexcept {
+    // No look of the arming's own: sock_arm's callers just looked (sock_poll), or wait
+    // edge-triggered; what came since makes the wait fd readable at once either way.
+    return as_socket(s, arm_for >= 0 ? s->stream.arm(arm_for, true) : s->stream.events());
 }
 
 short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) noexcept {
@@ -266,6 +269,26 @@ short sock_arm(Sock *s, int fd, short want, bool edge) noexcept {
         sock_stat_sync(s);
     }
     return r;
+}
+
+int sock_sleep(Sock *s, short want, Deadline dl, short *revents) noexcept {
+    // A stream another process holds too may be waited on there: its wait fd tells all.
+    if (s->state.load(std::memory_order_acquire) != SockState::vipl || s->pre_bytes > 0 ||
+        s->stream.shared_with_others())
+        return 2;
+    // Counted before: the table shows a sleeper asleep.
+    ++s->slept;
+    sock_stat_sync(s);
+    std::error_code ec;
+    short ev =
+        as_socket(s, s->stream.sleep_for(static_cast<short>(want & (POLLIN | POLLOUT)), dl, ec));
+    *revents = static_cast<short>(ev & (want | POLLERR | POLLHUP | POLLNVAL));
+    if (*revents) {
+        --s->slept; // ready after all: no sleep
+        sock_stat_sync(s);
+        return 1;
+    }
+    return ec == std::errc::interrupted ? -1 : 0;
 }
 
 void sock_stat_sync(Sock *s) noexcept {

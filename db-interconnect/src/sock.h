@@ -163,6 +163,12 @@ short vipl_events(Sock *s, short arm_for = -1) noexcept;
 // states: the kernel's readiness is level-triggered).  `edge`: armed even while data
 // waits (an edge-triggered waiter's filter decides what is new).
 short sock_arm(Sock *s, int fd, short want, bool edge = false) noexcept;
+// In place of sock_arm and a sleep on the stream's wait fd, for a waiter on this one
+// socket alone (poll of one descriptor): libvipl's own sleep, a system call less per
+// wake-up (vipl::Stream::sleep_for).  1: *revents holds what is ready of `want` (no
+// sleep); 0: slept until an event or the deadline (look again); -1: a signal handler
+// ran; 2: not for this socket now (another state, or another process holds the stream).
+int sock_sleep(Sock *s, short want, Deadline dl, short *revents) noexcept;
 // What to sleep on in the socket's present state, without looking at it (no lock taken).
 Under sock_under(Sock *s, int fd, short want) noexcept;
 // What libvipl's spin policy allows a waiter on this socket now (none unless it rides a

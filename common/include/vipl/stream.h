@@ -327,6 +327,15 @@ public:
     // stream is ready for `want` or broke (look again instead of sleeping), and for an
     // empty stream (the next call fails at once).
     bool arm_to_sleep(short want, bool looked = false, bool any_event = false) noexcept;
+    // For a waiter on this stream alone, in place of arm() and a poll of wait_fd() (the
+    // socket interposer's poll of one socket): the events that hold, as arm() returns
+    // them, when one of `want`, POLLERR, POLLHUP does; otherwise 0 after a sleep until
+    // the VI's next event or the deadline, in libvipl's own (VipWaitViEvent:
+    // edge-triggered, a system call less per wake-up than a poll of the wait fd, which
+    // it leaves unarmed).  After a 0, look again: a wake-up may be spurious.  ec:
+    // interrupted when a signal handler ran, timed_out at the deadline.  Like arm(), it
+    // takes nothing first (call events() before), and counts no sleep (the caller does).
+    short sleep_for(short want, Deadline deadline, std::error_code &ec) noexcept;
 
     // Which readiness makes fd() readable: POLLIN, POLLOUT or both (other bits are
     // ignored; POLLERR and POLLHUP always do).  Takes effect at once.  Default POLLIN.
