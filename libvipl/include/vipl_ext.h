@@ -186,7 +186,8 @@ VIP_RETURN VipArmViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Events);
  * a program that waits on this VI alone: it is the sleep that VipArmViWaitFdEx and a
  * poll of the wait fd make, minus a system call per wake-up (a lone sleeper waits
  * edge-triggered, and the doorbell is drained only when the fd is armed next).  Works
- * with or without a wait fd.  Returns VIP_SUCCESS (something may be there),
+ * with or without a wait fd; in the explicit mode it arms the fd for Events, as
+ * VipArmViWaitFdEx(Events) would.  Returns VIP_SUCCESS (something may be there),
  * VIP_TIMEOUT, VIP_INTERRUPTED, VIP_INVALID_PARAMETER (no or unknown Events bits, a
  * bad handle), VIP_ERROR_RESOURCE.  Child, signal and thread rules as VipRecvWait.
  */

@@ -55,6 +55,11 @@ VIP_RETURN vi_wait_event(Vi *vi, const void *handle, unsigned what, uint64_t dea
         }
         const ViOps *ops = vi->nic->ops->vi;
         bool level = !(ops->wait_caps & kCapEdge);
+        // The arming a wait fd in the explicit mode keeps is this one too: left as it was
+        // (for anything, say), this thread's own sends completing would ring the doorbell
+        // while it is awake, and end its next sleep at once (on tcp, every message).
+        if (vi->fd_explicit.load(std::memory_order_relaxed))
+            vi->fd_armed.store(static_cast<uint8_t>(what), std::memory_order_relaxed);
         vi_arm(vi, what);
         // After the arming, a last look: what came before it rang nobody.  A transport
         // with level-triggered readiness keeps its descriptors ready instead.

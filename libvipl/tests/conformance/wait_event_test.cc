@@ -148,6 +148,36 @@ TEST_CASE("VipWaitViEvent for arrivals sleeps through this side's own send compl
     CHECK(sd == t.ma.desc(0));
 }
 
+TEST_CASE("VipWaitViEvent for arrivals on a VI whose wait fd was armed for anything sleeps "
+          "through this side's own sends",
+          "[ext][waitevent][waitfd]") {
+    // The fd's explicit arming is VipWaitViEvent's too: left armed for anything, this
+    // side's own sends completing (on tcp as they are posted) would ring the doorbell
+    // while it is awake, and end its next sleep at once.
+    Posted t(VT_DEVICE());
+    VIP_VI_HANDLE a = t.p.a, b = t.p.b;
+    int fd = -1;
+    REQUIRE(VipGetViWaitFdEx(a, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
+    REQUIRE(VipArmViWaitFdEx(a, VIP_ARM_ANY) == VIP_SUCCESS);
+    t.send(b, t.mb, 0);
+    CHECK(readable(fd, 5000));
+    t.take_a();
+    for (int round = 0; round < 5; ++round) {
+        INFO("round " << round);
+        int early = 0;
+        while (VipWaitViEvent(a, VIP_ARM_ARRIVALS, 20) == VIP_SUCCESS && ++early < 3) {
+        }
+        REQUIRE(early < 3);
+        vt::set_desc(t.ma.desc(round), t.ma.base + 16384 + round * 256, 64, t.ma.mh);
+        REQUIRE(VipPostSend(a, t.ma.desc(round), t.ma.mh) == VIP_SUCCESS);
+        VIP_DESCRIPTOR *d;
+        REQUIRE(VipRecvWait(b, vt::kWaitMs, &d) == VIP_SUCCESS);
+        REQUIRE(VipPostRecv(b, d, t.mb.mh) == VIP_SUCCESS);
+        REQUIRE(VipSendWait(a, vt::kWaitMs, &d) == VIP_SUCCESS);
+        CHECK(VipWaitViEvent(a, VIP_ARM_ARRIVALS, 100) == VIP_TIMEOUT);
+    }
+}
+
 TEST_CASE("A wait fd stays quiet after VipWaitViEvent woke on the doorbell and a later "
           "one timed out",
           "[ext][waitevent][waitfd]") {
