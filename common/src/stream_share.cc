@@ -46,6 +46,9 @@ namespace vipl {
 namespace {
 
 thread_local int t_tid = 0;
+// A fork child's only thread is the one that forked, and its cached id the parent's:
+// the child would skip waking the parent's sleeper slot as its own.
+const int g_tid_reset = pthread_atfork(nullptr, nullptr, [] { t_tid = 0; });
 
 int this_tid() {
     if (!t_tid) t_tid = static_cast<int>(syscall(SYS_gettid));
