@@ -98,7 +98,16 @@ VIP_RETURN vi_wait_event(Vi *vi, const void *handle, unsigned what, uint64_t dea
     ViGuard g(vi);
     if (!vis().still(vi, handle)) return VIP_INVALID_PARAMETER;
     if (last && !vi->fd_mode.load(std::memory_order_relaxed)) vi_disarm(vi);
-    if (doorbell) vi_doorbell_heard(vi, s.lone);
+    if (doorbell) {
+        vi_doorbell_heard(vi, s.lone);
+        // A drain takes the wake-up from the other sleepers too, the edge-triggered one
+        // included (epoll reports an edge only while the count is there), and nothing
+        // here makes a completion that would ring again: pass it on.
+        if (!s.lone && !last) {
+            vi->kicked.store(false, std::memory_order_relaxed);
+            vi_wake_now(vi);
+        }
+    }
     // The transport's descriptors woke us: a hang-up is seen now, not at the next
     // periodic check.  What arrived is the caller's Done's to progress and take.
     if (transport_event && vi->prov) vi->nic->ops->vi->check_peer(vi);

@@ -126,6 +126,34 @@ TEST_CASE("VipWaitViEvent returns at an arrival, at once if one waits, and times
     bye.join();
 }
 
+TEST_CASE("Two threads in VipWaitViEvent on one VI both wake at the next message and at "
+          "the peer's leaving",
+          "[ext][waitevent][threads]") {
+    // The first sleeper waits edge-triggered, the second polls the doorbell and drains
+    // it: neither may take the other's wake-up.
+    Posted t(VT_DEVICE());
+    VIP_VI_HANDLE a = t.p.a, b = t.p.b;
+    for (int round = 0; round < 6; ++round) {
+        INFO("round " << round);
+        std::atomic<int> woken{0};
+        auto sleeper = [&] {
+            if (VipWaitViEvent(a, VIP_ARM_ARRIVALS, 5000) == VIP_SUCCESS) ++woken;
+        };
+        std::thread s1(sleeper), s2(sleeper);
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        auto start = Clock::now();
+        if (round < 5)
+            t.send(b, t.mb, round);
+        else
+            VipDisconnect(b);
+        s1.join();
+        s2.join();
+        CHECK(woken.load() == 2);
+        CHECK(ms_since(start) < 4000);
+        if (round < 5) t.take_a();
+    }
+}
+
 TEST_CASE("VipWaitViEvent for arrivals sleeps through this side's own send completing",
           "[ext][waitevent]") {
     Posted t(VT_DEVICE());
