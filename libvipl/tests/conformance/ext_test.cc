@@ -17,14 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool readable(int fd, int timeout_ms) {
-    pollfd p{fd, POLLIN, 0};
-    int r;
-    do r = poll(&p, 1, timeout_ms);
-    while (r < 0 && errno == EINTR);
-    return r > 0 && (p.revents & POLLIN);
-}
-
 } // namespace
 
 TEST_CASE("VipReturnString names every return code", "[ext]") {
@@ -287,10 +279,10 @@ TEST_CASE("VipGetViWaitFd and VipGetCQWaitFd check their arguments", "[ext][wait
     REQUIRE(VipGetViWaitFd(vi, &fd) == VIP_SUCCESS);
     CHECK(fd >= 0);
     // An idle VI with nothing queued has nothing to report.
-    CHECK_FALSE(readable(fd, 20));
+    CHECK_FALSE(vt::readable(fd, 20));
     REQUIRE(VipGetCQWaitFd(cq, &fd) == VIP_SUCCESS);
     CHECK(fd >= 0);
-    CHECK_FALSE(readable(fd, 20));
+    CHECK_FALSE(vt::readable(fd, 20));
 }
 
 namespace {
@@ -310,33 +302,33 @@ void vi_fd_sequence(const std::string &device, bool error_callback) {
     int fa = -1, fb = -1;
     REQUIRE(VipGetViWaitFd(p.a, &fa) == VIP_SUCCESS);
     REQUIRE(VipGetViWaitFd(p.b, &fb) == VIP_SUCCESS);
-    CHECK_FALSE(readable(fa, 50));
-    CHECK_FALSE(readable(fb, 50));
+    CHECK_FALSE(vt::readable(fa, 50));
+    CHECK_FALSE(vt::readable(fb, 50));
     vt::set_desc(ma.desc(0), ma.base + 65536, 200000, ma.mh);
     REQUIRE(VipPostRecv(p.a, ma.desc(0), ma.mh) == VIP_SUCCESS);
     VIP_DESCRIPTOR *d;
     CHECK(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
-    CHECK_FALSE(readable(fa, 50));
+    CHECK_FALSE(vt::readable(fa, 50));
 
     for (uint32_t len : {20u, 150000u}) {
         INFO("length " << len);
         // Something arrives: the receiver's fd becomes readable by itself.
         vt::set_desc(mb.desc(0), mb.base + 65536, len, mb.mh);
         REQUIRE(VipPostSend(p.b, mb.desc(0), mb.mh) == VIP_SUCCESS);
-        CHECK(readable(fa, vt::kWaitMs));
+        CHECK(vt::readable(fa, vt::kWaitMs));
         REQUIRE(VipRecvDone(p.a, &d) == VIP_SUCCESS);
         CHECK(d->CS.Length == len);
         // Done found nothing more: re-armed, quiet again.
         CHECK(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
         CHECK(VipSendDone(p.a, &d) == VIP_NOT_DONE);
-        CHECK_FALSE(readable(fa, 50));
+        CHECK_FALSE(vt::readable(fa, 50));
         // The sender's fd reports the send completion.
-        CHECK(readable(fb, vt::kWaitMs));
+        CHECK(vt::readable(fb, vt::kWaitMs));
         REQUIRE(VipSendDone(p.b, &d) == VIP_SUCCESS);
         CHECK(d == mb.desc(0));
         CHECK(VipSendDone(p.b, &d) == VIP_NOT_DONE);
         CHECK(VipRecvDone(p.b, &d) == VIP_NOT_DONE);
-        CHECK_FALSE(readable(fb, 50));
+        CHECK_FALSE(vt::readable(fb, 50));
         vt::set_desc(ma.desc(0), ma.base + 65536, 200000, ma.mh);
         REQUIRE(VipPostRecv(p.a, ma.desc(0), ma.mh) == VIP_SUCCESS);
     }
@@ -345,14 +337,14 @@ void vi_fd_sequence(const std::string &device, bool error_callback) {
     REQUIRE(VipPostSend(p.b, mb.desc(0), mb.mh) == VIP_SUCCESS);
     REQUIRE(VipSendWait(p.b, vt::kWaitMs, &d) == VIP_SUCCESS);
     REQUIRE(VipGetViWaitFd(p.a, &fa) == VIP_SUCCESS);
-    CHECK(readable(fa, vt::kWaitMs));
+    CHECK(vt::readable(fa, vt::kWaitMs));
     REQUIRE(VipRecvWait(p.a, vt::kWaitMs, &d) == VIP_SUCCESS);
     CHECK(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
-    CHECK_FALSE(readable(fa, 50));
+    CHECK_FALSE(vt::readable(fa, 50));
 
     // Leaving the Connected state makes it readable with nothing completed.
     REQUIRE(VipDisconnect(p.b) == VIP_SUCCESS);
-    CHECK(readable(fa, vt::kWaitMs));
+    CHECK(vt::readable(fa, vt::kWaitMs));
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
 }
@@ -418,7 +410,7 @@ TEST_CASE("A VI's wait fd becomes readable when the peer process dies", "[ext][w
     int fd;
     REQUIRE(VipGetViWaitFdEx(vi, arming ? VIP_WAITFD_EXPLICIT_ARM : 0, &fd) == VIP_SUCCESS);
     if (arming == 1) REQUIRE(VipArmViWaitFd(vi) == VIP_SUCCESS);
-    CHECK_FALSE(readable(fd, 50));
+    CHECK_FALSE(vt::readable(fd, 50));
     down.put('x');
     int status = vt::wait_child(pid, 10);
     CHECK(WIFEXITED(status));
@@ -426,7 +418,7 @@ TEST_CASE("A VI's wait fd becomes readable when the peer process dies", "[ext][w
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     // Arming after the death finds it, and leaves the fd readable.
     if (arming == 2) REQUIRE(VipArmViWaitFd(vi) == VIP_SUCCESS);
-    CHECK(readable(fd, vt::kWaitMs));
+    CHECK(vt::readable(fd, vt::kWaitMs));
     // The program then learns what happened from the VI.
     CHECK(vt::drive_to_state(vi, VIP_STATE_ERROR, vt::kWaitMs));
     vt::destroy_vi(vi);
@@ -448,7 +440,7 @@ void cq_fd_sequence(const std::string &device, bool error_callback) {
     vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb), cq, cq);
     int fd = -1;
     REQUIRE(VipGetCQWaitFd(cq, &fd) == VIP_SUCCESS);
-    CHECK_FALSE(readable(fd, 50));
+    CHECK_FALSE(vt::readable(fd, 50));
     VIP_VI_HANDLE vi;
     VIP_BOOLEAN recv;
     VIP_DESCRIPTOR *d;
@@ -457,16 +449,16 @@ void cq_fd_sequence(const std::string &device, bool error_callback) {
         vt::set_desc(ma.desc(0), ma.base + 65536, 200000, ma.mh);
         REQUIRE(VipPostRecv(p.a, ma.desc(0), ma.mh) == VIP_SUCCESS);
         CHECK(VipCQDone(cq, &vi, &recv) == VIP_NOT_DONE);
-        CHECK_FALSE(readable(fd, 50));
+        CHECK_FALSE(vt::readable(fd, 50));
         vt::set_desc(mb.desc(0), mb.base + 65536, len, mb.mh);
         REQUIRE(VipPostSend(p.b, mb.desc(0), mb.mh) == VIP_SUCCESS);
-        CHECK(readable(fd, vt::kWaitMs));
+        CHECK(vt::readable(fd, vt::kWaitMs));
         REQUIRE(VipCQDone(cq, &vi, &recv) == VIP_SUCCESS);
         CHECK(vi == p.a);
         CHECK(recv == VIP_TRUE);
         REQUIRE(VipRecvDone(p.a, &d) == VIP_SUCCESS);
         CHECK(VipCQDone(cq, &vi, &recv) == VIP_NOT_DONE);
-        CHECK_FALSE(readable(fd, 50));
+        CHECK_FALSE(vt::readable(fd, 50));
         REQUIRE(VipSendWait(p.b, vt::kWaitMs, &d) == VIP_SUCCESS);
     }
     // a's own send completes on the CQ too.
@@ -474,7 +466,7 @@ void cq_fd_sequence(const std::string &device, bool error_callback) {
     REQUIRE(VipPostRecv(p.b, mb.desc(1), mb.mh) == VIP_SUCCESS);
     vt::set_desc(ma.desc(1), ma.base + 4096, 100, ma.mh);
     REQUIRE(VipPostSend(p.a, ma.desc(1), ma.mh) == VIP_SUCCESS);
-    CHECK(readable(fd, vt::kWaitMs));
+    CHECK(vt::readable(fd, vt::kWaitMs));
     REQUIRE(VipCQWait(cq, vt::kWaitMs, &vi, &recv) == VIP_SUCCESS);
     CHECK(recv == VIP_FALSE);
     REQUIRE(VipSendDone(p.a, &d) == VIP_SUCCESS);

@@ -10,14 +10,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool readable(int fd, int timeout_ms) {
-    pollfd p{fd, POLLIN, 0};
-    int r;
-    do r = poll(&p, 1, timeout_ms);
-    while (r < 0 && errno == EINTR);
-    return r > 0 && (p.revents & POLLIN);
-}
-
 // A connected pair with 16 receives posted on each side.
 struct Posted {
     explicit Posted(const std::string &device)
@@ -188,7 +180,7 @@ TEST_CASE("VipWaitViEvent for arrivals on a VI whose wait fd was armed for anyth
     REQUIRE(VipGetViWaitFdEx(a, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
     REQUIRE(VipArmViWaitFdEx(a, VIP_ARM_ANY) == VIP_SUCCESS);
     t.send(b, t.mb, 0);
-    CHECK(readable(fd, 5000));
+    CHECK(vt::readable(fd, 5000));
     t.take_a();
     for (int round = 0; round < 5; ++round) {
         INFO("round " << round);
@@ -234,10 +226,10 @@ TEST_CASE("A wait fd stays quiet after VipWaitViEvent woke on the doorbell and a
         VIP_DESCRIPTOR *d;
         REQUIRE(VipRecvDone(a, &d) == VIP_NOT_DONE);
         REQUIRE(VipArmViWaitFdEx(a, VIP_ARM_ARRIVALS) == VIP_SUCCESS);
-        CHECK(!readable(fd, 50));
+        CHECK(!vt::readable(fd, 50));
         // ... and wakes at the next message.
         t.send(b, t.mb, 8 + round);
-        CHECK(readable(fd, 5000));
+        CHECK(vt::readable(fd, 5000));
         t.take_a();
     }
 }

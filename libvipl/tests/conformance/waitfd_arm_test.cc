@@ -9,14 +9,6 @@
 
 namespace {
 
-bool readable(int fd, int timeout_ms) {
-    pollfd p{fd, POLLIN, 0};
-    int r;
-    do r = poll(&p, 1, timeout_ms);
-    while (r < 0 && errno == EINTR);
-    return r > 0 && (p.revents & POLLIN);
-}
-
 void send_one(vt::Memory &m, VIP_VI_HANDLE vi, size_t slot) {
     vt::set_desc(m.desc(slot), m.base + 8192 + slot * 256, 64, m.mh);
     REQUIRE(VipPostSend(vi, m.desc(slot), m.mh) == VIP_SUCCESS);
@@ -78,7 +70,7 @@ TEST_CASE("An explicitly armed wait fd wakes at the next message, or at once if 
             std::this_thread::sleep_for(std::chrono::milliseconds(round % 2 ? 20 : 0));
             send_one(mb, p.b, slot);
         });
-        CHECK(readable(fd, 5000));
+        CHECK(vt::readable(fd, 5000));
         later.join();
         VIP_DESCRIPTOR *sd;
         REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
@@ -93,14 +85,14 @@ TEST_CASE("An explicitly armed wait fd wakes at the next message, or at once if 
     VIP_DESCRIPTOR *sd;
     REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
     REQUIRE(VipArmViWaitFd(p.a) == VIP_SUCCESS);
-    CHECK(readable(fd, 1000));
+    CHECK(vt::readable(fd, 1000));
     // The end of the connection wakes an armed fd too.
     bool got = false;
     for (int i = 0; i < 1000 && !got; ++i) got = VipRecvDone(p.a, &d) == VIP_SUCCESS;
     REQUIRE(got);
     REQUIRE(VipArmViWaitFd(p.a) == VIP_SUCCESS);
     REQUIRE(VipDisconnect(p.b) == VIP_SUCCESS);
-    CHECK(readable(fd, 5000));
+    CHECK(vt::readable(fd, 5000));
 
     CHECK(VipArmViWaitFd(nullptr) == VIP_INVALID_PARAMETER);
     for (VIP_PVOID h : vt::garbage_handles(50)) CHECK(VipArmViWaitFd(h) == VIP_INVALID_PARAMETER);
@@ -133,7 +125,7 @@ TEST_CASE("A wait fd armed for arrivals only stays quiet while the peer takes th
         REQUIRE(VipArmViWaitFdEx(p.a, events) == VIP_SUCCESS);
         REQUIRE(VipRecvWait(p.b, vt::kWaitMs, &d) == VIP_SUCCESS);
         REQUIRE(VipPostRecv(p.b, d, mb.mh) == VIP_SUCCESS);
-        if (ap.shm && sd) CHECK(readable(fd, 100) == (events == VIP_ARM_ANY));
+        if (ap.shm && sd) CHECK(vt::readable(fd, 100) == (events == VIP_ARM_ANY));
         for (int i = 0; i < 1000 && !sd; ++i)
             if (VipSendDone(p.a, &sd) != VIP_SUCCESS) sd = nullptr;
         REQUIRE(sd);
@@ -141,7 +133,7 @@ TEST_CASE("A wait fd armed for arrivals only stays quiet while the peer takes th
         REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
         REQUIRE(VipArmViWaitFdEx(p.a, events) == VIP_SUCCESS);
         send_one(mb, p.b, 17);
-        CHECK(readable(fd, 5000));
+        CHECK(vt::readable(fd, 5000));
         REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
         bool got = false;
         for (int i = 0; i < 1000 && !got; ++i) got = VipRecvDone(p.a, &d) == VIP_SUCCESS;
@@ -183,7 +175,7 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
         REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
         REQUIRE(VipArmViWaitFdEx(p.a, events) == VIP_SUCCESS);
         send_one(ma, p.a, 16);
-        CHECK(readable(fd, 100) == (events == VIP_ARM_ANY));
+        CHECK(vt::readable(fd, 100) == (events == VIP_ARM_ANY));
         take_send();
         take_recv(p.b, mb);
     }
@@ -198,9 +190,9 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ARRIVALS) == VIP_SUCCESS);
-    CHECK(!readable(fd, 100));
+    CHECK(!vt::readable(fd, 100));
     REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ANY) == VIP_SUCCESS);
-    CHECK(readable(fd, 0));
+    CHECK(vt::readable(fd, 0));
     take_send();
 
     // 2. A message a Done takes as it arrives leaves nothing to hear of: over tcp the fd
@@ -209,9 +201,9 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
     REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ANY) == VIP_SUCCESS);
     send_one(mb, p.b, 17);
     REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
-    CHECK(readable(fd, 5000));
+    CHECK(vt::readable(fd, 5000));
     take_recv(p.a, ma);
-    if (!shm) CHECK(!readable(fd, 50));
+    if (!shm) CHECK(!vt::readable(fd, 50));
 
     // 3. One of two messages taken: the other keeps the fd readable.
     REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
@@ -220,10 +212,10 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
     send_one(mb, p.b, 19);
     REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
     REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
-    CHECK(readable(fd, 5000));
+    CHECK(vt::readable(fd, 5000));
     std::this_thread::sleep_for(std::chrono::milliseconds(20)); // both there
     take_recv(p.a, ma);
-    CHECK(readable(fd, 0));
+    CHECK(vt::readable(fd, 0));
     take_recv(p.a, ma);
 
     // 4. A look that found nothing is not trusted for long: a message that came 10 ms

@@ -11,14 +11,6 @@
 
 namespace {
 
-bool readable(int fd, int timeout_ms) {
-    pollfd p{fd, POLLIN, 0};
-    int r;
-    do r = poll(&p, 1, timeout_ms);
-    while (r < 0 && errno == EINTR);
-    return r > 0 && (p.revents & POLLIN);
-}
-
 VIP_RETURN take(const vt::Nic &n, vt::Address &local) {
     vt::AddressBuffer remote;
     VIP_VI_ATTRIBUTES ra;
@@ -50,28 +42,28 @@ TEST_CASE("An early connection wakes the connection wait fd when its message or 
     vt::Address local(n.nic, disc);
     int fd = -1;
     REQUIRE(VipGetConnWaitFd(n.nic, local.get(), &fd) == VIP_SUCCESS);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
 
     // Connected, nothing sent: the backlog wakes the fd; the wait takes the
     // connection as an early one and finds no request; the fd is quiet.
     int a = raw_connect(disc), b = raw_connect(disc);
-    REQUIRE(readable(fd, vt::kWaitMs));
+    REQUIRE(vt::readable(fd, vt::kWaitMs));
     CHECK(take(n, local) == VIP_TIMEOUT);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
 
     // A message on one (not a request: it is dropped) wakes it again.
     const char junk[] = "not a request";
     REQUIRE(send(a, junk, sizeof junk, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof junk));
-    REQUIRE(readable(fd, vt::kWaitMs));
+    REQUIRE(vt::readable(fd, vt::kWaitMs));
     CHECK(take(n, local) == VIP_TIMEOUT);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
     char c;
     CHECK(recv(a, &c, 1, MSG_DONTWAIT) == 0); // dropped: the library hung up
 
     // The other one's end wakes it too, and is forgotten once looked at.
     close(b);
-    REQUIRE(readable(fd, vt::kWaitMs));
+    REQUIRE(vt::readable(fd, vt::kWaitMs));
     CHECK(take(n, local) == VIP_TIMEOUT);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
     close(a);
 }

@@ -18,6 +18,14 @@
 
 namespace vt {
 
+bool readable(int fd, int timeout_ms) {
+    pollfd p{fd, POLLIN, 0};
+    int r;
+    do r = poll(&p, 1, timeout_ms);
+    while (r < 0 && errno == EINTR);
+    return r > 0 && (p.revents & POLLIN);
+}
+
 const std::vector<std::string> &devices() {
     static std::vector<std::string> list = [] {
         std::vector<std::string> out;

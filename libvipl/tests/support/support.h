@@ -120,6 +120,10 @@ struct AddressBuffer {
         return std::string(d, a->DiscriminatorLen);
     }
 };
+// Whether fd becomes readable (POLLIN) within timeout_ms (0: now; a signal does not
+// end the wait early).
+bool readable(int fd, int timeout_ms);
+
 // Disconnects (if connected), drains both queues and destroys the VI.
 void destroy_vi(VIP_VI_HANDLE vi);
 

@@ -17,14 +17,6 @@
 
 namespace {
 
-bool readable(int fd, int timeout_ms) {
-    pollfd p{fd, POLLIN, 0};
-    int r;
-    do r = poll(&p, 1, timeout_ms);
-    while (r < 0 && errno == EINTR);
-    return r > 0 && (p.revents & POLLIN);
-}
-
 VIP_RETURN take(VIP_NIC_HANDLE nic, vt::Address &local, VIP_CONN_HANDLE *conn) {
     vt::AddressBuffer remote;
     VIP_VI_ATTRIBUTES ra;
@@ -65,7 +57,7 @@ TEST_CASE("A request whose Hello comes in pieces wakes the wait fd as each piece
     vt::Address local(n.nic, std::string{static_cast<char>(port >> 8), static_cast<char>(port)});
     int fd = -1;
     REQUIRE(VipGetConnWaitFd(n.nic, local.get(), &fd) == VIP_SUCCESS);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
 
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(s >= 0);
@@ -78,9 +70,9 @@ TEST_CASE("A request whose Hello comes in pieces wakes the wait fd as each piece
     REQUIRE(connect(s, reinterpret_cast<sockaddr *>(&to), sizeof to) == 0);
     // The connection alone: readable, yet nothing to take; quiet once looked at.
     VIP_CONN_HANDLE conn = nullptr;
-    REQUIRE(readable(fd, vt::kWaitMs));
+    REQUIRE(vt::readable(fd, vt::kWaitMs));
     CHECK(take(n.nic, local, &conn) == VIP_TIMEOUT);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
 
     using namespace vipl::tcp;
     Hello h{};
@@ -98,14 +90,14 @@ TEST_CASE("A request whose Hello comes in pieces wakes the wait fd as each piece
     encode_hello(h, wire);
     size_t half = kHelloWire / 2;
     REQUIRE(send(s, wire, half, MSG_NOSIGNAL) == static_cast<ssize_t>(half));
-    REQUIRE(readable(fd, vt::kWaitMs));
+    REQUIRE(vt::readable(fd, vt::kWaitMs));
     CHECK(take(n.nic, local, &conn) == VIP_TIMEOUT);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
     REQUIRE(send(s, wire + half, kHelloWire - half, MSG_NOSIGNAL) ==
             static_cast<ssize_t>(kHelloWire - half));
-    REQUIRE(readable(fd, vt::kWaitMs));
+    REQUIRE(vt::readable(fd, vt::kWaitMs));
     REQUIRE(take(n.nic, local, &conn) == VIP_SUCCESS);
-    CHECK_FALSE(readable(fd, 0));
+    CHECK_FALSE(vt::readable(fd, 0));
     CHECK(VipConnectReject(conn) == VIP_SUCCESS);
     close(s);
 }
@@ -125,21 +117,21 @@ TEST_CASE("two discriminators on one port (fresh process)", "[.][tcp-waitfd-port
     VIP_CONN_HANDLE conn = nullptr;
     bool sorted = false;
     for (int round = 0; round < 100 && !sorted; ++round) {
-        REQUIRE(readable(fd1, 4 * vt::kWaitMs));
+        REQUIRE(vt::readable(fd1, 4 * vt::kWaitMs));
         REQUIRE(take(n.nic, a1, &conn) == VIP_TIMEOUT);
-        sorted = !readable(fd1, 0) && readable(fd2, 0);
+        sorted = !vt::readable(fd1, 0) && vt::readable(fd2, 0);
     }
     CHECK(sorted);
     CHECK(take(n.nic, a1, &conn) == VIP_TIMEOUT);
-    CHECK_FALSE(readable(fd1, 0));
-    CHECK(readable(fd2, 0));
+    CHECK_FALSE(vt::readable(fd1, 0));
+    CHECK(vt::readable(fd2, 0));
     REQUIRE(take(n.nic, a2, &conn) == VIP_SUCCESS);
     VIP_VI_ATTRIBUTES va = vt::vi_attrs(n, VIP_SERVICE_RELIABLE_DELIVERY, 4096);
     VIP_VI_HANDLE vi;
     REQUIRE(VipCreateVi(n.nic, &va, nullptr, nullptr, &vi) == VIP_SUCCESS);
     REQUIRE(VipConnectAccept(conn, vi) == VIP_SUCCESS);
-    CHECK_FALSE(readable(fd1, 0));
-    CHECK_FALSE(readable(fd2, 0));
+    CHECK_FALSE(vt::readable(fd1, 0));
+    CHECK_FALSE(vt::readable(fd2, 0));
     go.put('q');
     CHECK(vt::wait_child(pid, 20) == 0);
     vt::destroy_vi(vi);
@@ -176,7 +168,7 @@ TEST_CASE("two processes on one port (fresh process)", "[.][tcp-waitfd-handover]
                 pollfd fds[2] = {{down.fd[0], POLLIN, 0}, {fd, POLLIN, 0}};
                 if (poll(fds, 2, 20 * vt::kWaitMs) <= 0) return 12;
                 if (fds[0].revents) // done: nothing may be left that wakes the fd
-                    return readable(fd, 0) ? 13 : 0;
+                    return vt::readable(fd, 0) ? 13 : 0;
                 VIP_CONN_HANDLE conn;
                 VIP_RETURN rc = take(nic, local, &conn);
                 if (rc == VIP_TIMEOUT) {
