@@ -247,6 +247,22 @@ static bool direct_allowed(Vi *vi) {
            !vi->fd_mode.load(std::memory_order_relaxed);
 }
 
+PollResult sleep_on_vi(Vi *vi, bool lone, pollfd *fds, int n, uint64_t deadline, bool *doorbell,
+                       bool *transport_event) {
+    *doorbell = *transport_event = false;
+    if (lone) {
+        epoll_event evs[4];
+        int got = 0;
+        PollResult pr = epoll_until(vis().local(vi).wait_ep, evs, 4, deadline, &got);
+        for (int i = 0; i < got; ++i) *(evs[i].data.u64 ? transport_event : doorbell) = true;
+        return pr;
+    }
+    PollResult pr = poll_until(fds, n, deadline);
+    *doorbell = fds[0].revents & POLLIN;
+    for (int i = 1; i < n; ++i) *transport_event |= fds[i].revents != 0;
+    return pr;
+}
+
 namespace {
 
 // One VipSendWait/VipRecvWait, in its phases: the first look, the spin, then sleeps
@@ -424,17 +440,7 @@ bool ViWait::sleep_direct(const Sleep &s) {
 // Sleeps on the doorbell and the transport's descriptors.
 bool ViWait::sleep_polled(Sleep &s) {
     bool doorbell = false, transport_event = false;
-    PollResult pr;
-    if (s.lone) {
-        epoll_event evs[4];
-        int got = 0;
-        pr = epoll_until(vis().local(vi_).wait_ep, evs, 4, deadline_, &got);
-        for (int i = 0; i < got; ++i) (evs[i].data.u64 ? transport_event : doorbell) = true;
-    } else {
-        pr = poll_until(s.fds, s.n, deadline_);
-        doorbell = s.fds[0].revents & POLLIN;
-        for (int i = 1; i < s.n; ++i) transport_event |= s.fds[i].revents != 0;
-    }
+    PollResult pr = sleep_on_vi(vi_, s.lone, s.fds, s.n, deadline_, &doorbell, &transport_event);
     bool last = sleepers_add(vi_, -1) == 1;
     {
         ViGuard g(vi_);

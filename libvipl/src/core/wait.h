@@ -44,6 +44,11 @@ void watch_transport(int ep, Vi *vi, uint64_t data, bool add, uint32_t extra = 0
 bool vi_wait_set(Vi *vi);
 // Adds the transport's current descriptors to it (after a connection is made).
 void vi_wait_set_transport(Vi *vi);
+// One sleep of a VI's waiter, without the lock: a lone one in the edge-triggered set
+// (vi_wait_set), others in poll on fds[0..n) (the doorbell first, then the transport's
+// sleep_fds).  Says whether the doorbell and whether a transport descriptor woke it.
+PollResult sleep_on_vi(Vi *vi, bool lone, pollfd *fds, int n, uint64_t deadline, bool *doorbell,
+                       bool *transport_event);
 
 // The adaptive spin policy of a VI in this process: what vi_wait spins, and
 // what VipViSpinBudget hands a program that waits on its own.

@@ -81,18 +81,8 @@ VIP_RETURN vi_wait_event(Vi *vi, const void *handle, unsigned what, uint64_t dea
         }
         ++vi->counters.Sleeps; // under the lock: VipQueryViCounters reads it
     }
-    bool doorbell = false, transport_event = false;
-    PollResult pr;
-    if (s.lone) {
-        epoll_event evs[4];
-        int got = 0;
-        pr = epoll_until(vis().local(vi).wait_ep, evs, 4, deadline, &got);
-        for (int i = 0; i < got; ++i) (evs[i].data.u64 ? transport_event : doorbell) = true;
-    } else {
-        pr = poll_until(s.fds, s.n, deadline);
-        doorbell = s.fds[0].revents & POLLIN;
-        for (int i = 1; i < s.n; ++i) transport_event |= s.fds[i].revents != 0;
-    }
+    bool doorbell, transport_event;
+    PollResult pr = sleep_on_vi(vi, s.lone, s.fds, s.n, deadline, &doorbell, &transport_event);
     // Counted out before the lock: destroying the VI waits for its sleepers to leave.
     bool last = sleepers_add(vi, -1) == 1;
     ViGuard g(vi);
