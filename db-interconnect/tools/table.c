@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TABLE_BYTES                                                                                \
@@ -85,6 +86,7 @@ static int map_table(int pid, const struct vipl_db_stat_header **out) {
         ssize_t n;
         int fd;
         void *p;
+        struct stat st;
         const struct vipl_db_stat_header *h;
 
         if (e->d_name[0] == '.') continue;
@@ -96,6 +98,12 @@ static int map_table(int pid, const struct vipl_db_stat_header **out) {
         if (strncmp(target, name, name_len) != 0) continue;
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) continue;
+        /* A table being made has its name before its size: a mapping past the end of
+         * the file would fault (SIGBUS) at the first read.  It never shrinks after. */
+        if (fstat(fd, &st) != 0 || st.st_size < (off_t)TABLE_BYTES) {
+            close(fd);
+            continue;
+        }
         p = mmap(NULL, TABLE_BYTES, PROT_READ, MAP_SHARED, fd, 0);
         close(fd);
         if (p == MAP_FAILED) continue;
