@@ -253,7 +253,7 @@ int Stream::wait_fd() const noexcept {
     return impl_ && impl_->vi ? impl_->vi_fd : -1;
 }
 
-short Stream::arm(short want, bool looked, bool any_event) noexcept {
+short Stream::arm(short want, bool looked, bool any_event, bool edge) noexcept {
     if (!is_open()) return 0;
     Impl::Guard g(*impl_);
     if (!looked) impl_->progress();
@@ -263,7 +263,7 @@ short Stream::arm(short want, bool looked, bool any_event) noexcept {
     short ev = impl_->events();
     if (ev & (want | POLLERR | POLLHUP)) return ev;
     // Arming also makes the fd readable at once for what came since the look.
-    VipArmViWaitFdEx(impl_->vi, what);
+    VipArmViWaitFdEx(impl_->vi, edge ? what | VIP_ARM_EDGE : what);
     return ev;
 }
 

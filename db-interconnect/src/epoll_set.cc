@@ -54,6 +54,7 @@ void unregister(Member *m, int epfd) {
     if (m->own_fd >= 0) real().close(m->own_fd);
     m->under_fd = m->own_fd = -1;
     m->under_events = 0;
+    m->under_stream = false;
     unregister2(m, epfd);
 }
 
@@ -109,6 +110,7 @@ int sync(Member *m, int epfd, bool force) {
     sync2(m, epfd, u.fd2);
     uint32_t ev =
         (static_cast<uint16_t>(u.events) & kEventBits) | (m->app.events & (EPOLLET | EPOLLONESHOT));
+    if (u.stream) ev |= EPOLLET; // see the header
     int target = u.fd;
     int now = m->own_fd >= 0 ? -2 : m->under_fd; // a duplicate stands for the stream's fd
     bool same = (now == target || (m->own_fd >= 0 && u.stream)) && ev == m->under_events;
@@ -120,6 +122,7 @@ int sync(Member *m, int epfd, bool force) {
     if (m->under_fd >= 0 && (now == target || m->own_fd >= 0) &&
         real().epoll_ctl(epfd, EPOLL_CTL_MOD, m->under_fd, &e) == 0) {
         m->under_events = ev;
+        m->under_stream = u.stream;
         return 0;
     }
     unregister(m, epfd);
@@ -137,6 +140,7 @@ int sync(Member *m, int epfd, bool force) {
     if (r != 0) return -1;
     m->under_fd = target;
     m->under_events = ev;
+    m->under_stream = u.stream;
     return 0;
 }
 
@@ -170,7 +174,8 @@ struct Snap {
     Member *m;
     bool oneshot;
     bool edge = false;
-    bool look = true; // looked at before sleeping (else only armed)
+    bool look = true;         // looked at before sleeping (else only armed)
+    bool kernel_edge = false; // its kernel registration is the stream's, EPOLLET
 };
 
 thread_local std::vector<Snap> t_snap VIPL_DB_TLS;
@@ -439,7 +444,8 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                 // say.  All are armed before the sleep.
                 bool edge = (m->app.events & EPOLLET) != 0;
                 snap.push_back({m->sock, m->fd, want_of(m), m->app.data, m,
-                                (m->app.events & EPOLLONESHOT) != 0, edge, !edge || m->edge_fresh});
+                                (m->app.events & EPOLLONESHOT) != 0, edge, !edge || m->edge_fresh,
+                                m->under_stream && (m->under_events & EPOLLET) != 0});
                 m->edge_fresh = false;
             }
         }
@@ -489,7 +495,7 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
         if (n == 0)
             for (size_t i = 0; i < snap.size() && n < max; ++i) {
                 Snap &sn = snap[i];
-                short r = sock_arm(sn.sock, sn.fd, sn.want, sn.edge);
+                short r = sock_arm(sn.sock, sn.fd, sn.want, sn.edge, sn.kernel_edge);
                 if (r && sn.edge) {
                     // Arming takes what arrived: an edge found here is reported here.
                     uint64_t arrived = sock_arrivals(sn.sock);

@@ -10,6 +10,10 @@
 // before its first read, and a connection is decided at that read: the registration
 // follows it.
 //
+// A stream's descriptor is registered edge-triggered whatever the program asked: the
+// member's level is ours to give (the look before each sleep), and arming then leaves
+// libvipl's doorbell unread, a system call less per sleep (Stream::arm's `edge`).
+//
 // Tags are the member's address XOR a per-process random key with the top bit set, kept
 // in a map per set, so a program's own data never passes for one.
 //
@@ -42,15 +46,16 @@ struct Member {
     int under_fd = -1;    // what the kernel set watches for it now (-1: nothing)
     int own_fd = -1;      // a duplicate of the stream's descriptor, when a set holds two
     uint32_t under_events = 0;
-    int watched2 = -1;      // the second descriptor sock_under asked for (a rendezvous's)...
-    int own_fd2 = -1;       // ...registered through a duplicate of ours, so that we alone end it
-    uint64_t tag = 0;       // data of its registrations: tag, and tag ^ 2 for the second
-    bool dirty = true;      // the socket changed: register what it needs now
-    bool disabled = false;  // EPOLLONESHOT reported
-    bool direct = false;    // settled on the kernel: registered as the program asked
-    bool edge_fresh = true; // EPOLLET, just (re)registered: what is there counts as new
-    short edge_bits = 0;    // EPOLLET: what was reported last (a bit reports again once
-    uint64_t edge_seen = 0; // the program met EAGAIN on it, or more arrived since)
+    bool under_stream = false; // under_fd is the stream's (registered EPOLLET: see sync)
+    int watched2 = -1;         // the second descriptor sock_under asked for (a rendezvous's)...
+    int own_fd2 = -1;          // ...registered through a duplicate of ours, so that we alone end it
+    uint64_t tag = 0;          // data of its registrations: tag, and tag ^ 2 for the second
+    bool dirty = true;         // the socket changed: register what it needs now
+    bool disabled = false;     // EPOLLONESHOT reported
+    bool direct = false;       // settled on the kernel: registered as the program asked
+    bool edge_fresh = true;    // EPOLLET, just (re)registered: what is there counts as new
+    short edge_bits = 0;       // EPOLLET: what was reported last (a bit reports again once
+    uint64_t edge_seen = 0;    // the program met EAGAIN on it, or more arrived since)
 };
 
 struct EpollSet : File {

@@ -155,10 +155,11 @@ static short as_socket(Sock *s, short ev) noexcept {
     return ev;
 }
 
-short vipl_events(Sock *s, short arm_for) noexcept {
+short vipl_events(Sock *s, short arm_for, bool kernel_edge) noexcept {
     // No look of the arming's own: sock_arm's callers just looked (sock_poll), or wait
     // edge-triggered; what came since makes the wait fd readable at once either way.
-    return as_socket(s, arm_for >= 0 ? s->stream.arm(arm_for, true) : s->stream.events());
+    return as_socket(s, arm_for >= 0 ? s->stream.arm(arm_for, true, false, kernel_edge)
+                                     : s->stream.events());
 }
 
 short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) noexcept {
@@ -259,10 +260,11 @@ Under sock_under(Sock *s, int fd, short want) noexcept {
     }
 }
 
-short sock_arm(Sock *s, int fd, short want, bool edge) noexcept {
+short sock_arm(Sock *s, int fd, short want, bool edge, bool kernel_edge) noexcept {
     if (s->state.load(std::memory_order_acquire) != SockState::vipl || s->pre_bytes > 0) return 0;
     // An edge-triggered waiter wants every new arrival: armed even while data waits.
-    short ev = vipl_events(s, edge ? 0 : static_cast<short>(want & (POLLIN | POLLOUT)));
+    short ev =
+        vipl_events(s, edge ? 0 : static_cast<short>(want & (POLLIN | POLLOUT)), kernel_edge);
     short r = static_cast<short>(ev & (want | POLLERR | POLLHUP | POLLNVAL));
     if (!r) {
         ++s->slept; // the waiter sleeps now

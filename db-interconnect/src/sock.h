@@ -156,13 +156,15 @@ inline bool has_prefix(const Sock *s) {
 }
 // A vipl socket's readiness as the kernel would report it (see sock.cc).
 // With arm_for >= 0 the stream's wait fd is armed when none of arm_for holds (before a
-// sleep: Stream::arm).
-short vipl_events(Sock *s, short arm_for = -1) noexcept;
+// sleep: Stream::arm; `kernel_edge`: the sleep watches it with EPOLLET, see sock_arm).
+short vipl_events(Sock *s, short arm_for = -1, bool kernel_edge = false) noexcept;
 // Before sleeping on what sock_under gave: a stream arms its wait fd (nothing is lost
 // between this look and the sleep); returns what holds of `want` already (0 for other
 // states: the kernel's readiness is level-triggered).  `edge`: armed even while data
-// waits (an edge-triggered waiter's filter decides what is new).
-short sock_arm(Sock *s, int fd, short want, bool edge = false) noexcept;
+// waits (an edge-triggered waiter's filter decides what is new).  `kernel_edge`: the
+// sleep watches the wait fd with EPOLLET alone (an epoll set's registration), so the
+// arming leaves the doorbell's count unread (Stream::arm's `edge`).
+short sock_arm(Sock *s, int fd, short want, bool edge = false, bool kernel_edge = false) noexcept;
 // In place of sock_arm and a sleep on the stream's wait fd, for a waiter on this one
 // socket alone (poll of one descriptor): libvipl's own sleep, a system call less per
 // wake-up (vipl::Stream::sleep_for).  1: *revents holds what is ready of `want` (no

@@ -168,12 +168,16 @@ VIP_RETURN VipArmViWaitFd(IN VIP_VI_HANDLE ViHandle);
  * switches, per request).  Sends that wait for room are armed for whatever the
  * program asks.  A completion already there makes the fd readable at once only if it
  * is of a kind armed for: a program armed for arrivals may leave its send completions
- * in the VI.  Returns as VipArmViWaitFd, and VIP_INVALID_PARAMETER for no or unknown
- * bits.
+ * in the VI.  VIP_ARM_EDGE (with one of the others): the program watches the fd
+ * edge-triggered only (EPOLLET), so the arming leaves the doorbell's count instead of
+ * reading it, a system call less per wake-up; the fd may then stay readable, and the
+ * next arming without VIP_ARM_EDGE drains it.  Returns as VipArmViWaitFd, and
+ * VIP_INVALID_PARAMETER for no event bits or unknown bits.
  */
 #define VIP_ARM_ARRIVALS 0x1
 #define VIP_ARM_CONSUMED 0x2
 #define VIP_ARM_ANY (VIP_ARM_ARRIVALS | VIP_ARM_CONSUMED)
+#define VIP_ARM_EDGE 0x4
 VIP_RETURN VipArmViWaitFdEx(IN VIP_VI_HANDLE ViHandle, IN VIP_ULONG Events);
 
 /*

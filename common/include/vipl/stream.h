@@ -319,9 +319,12 @@ public:
     // peer taking what this side sent included, as a wait for write room needs, even
     // when `want` is POLLIN (another waiter on the same fd waits for room); otherwise a
     // wait for POLLIN alone, with nothing of ours in flight, hears of arrivals only (the
-    // peer then rings for what it sends, not for what it takes).
+    // peer then rings for what it sends, not for what it takes).  `edge`: the caller
+    // watches wait_fd() edge-triggered only (EPOLLET), so the arming reads nothing
+    // (VIP_ARM_EDGE: a system call less per sleep); the fd may stay readable after, so
+    // a level-triggered poll of it must follow an arm() without `edge`.
     int wait_fd() const noexcept;
-    short arm(short want, bool looked = false, bool any_event = false) noexcept;
+    short arm(short want, bool looked = false, bool any_event = false, bool edge = false) noexcept;
     // arm() for a waiter that only asks whether to sleep: true when it armed the wait fd
     // (none of `want`, POLLERR, POLLHUP holds: sleep on wait_fd() now), false when the
     // stream is ready for `want` or broke (look again instead of sleeping), and for an

@@ -87,12 +87,13 @@ VIP_RETURN VipGetViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Flags, int *Fd) {
 VIP_RETURN VipArmViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Events) {
     return api_call([&] {
         Vi *vi = find_vi(ViHandle);
-        if (!vi || !Events || (Events & ~VIP_ARM_ANY)) return VIP_INVALID_PARAMETER;
+        if (!vi || !(Events & VIP_ARM_ANY) || (Events & ~(VIP_ARM_ANY | VIP_ARM_EDGE)))
+            return VIP_INVALID_PARAMETER;
         ViGuard g(vi);
         if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
         if (!vi->fd_mode.load()) return VIP_INVALID_STATE;
         static_assert(VIP_ARM_ARRIVALS == kWakeRecv && VIP_ARM_CONSUMED == kWakeSend);
-        arm_wait_fd(vi, static_cast<unsigned>(Events));
+        arm_wait_fd(vi, static_cast<unsigned>(Events & VIP_ARM_ANY), (Events & VIP_ARM_EDGE) != 0);
         return VIP_SUCCESS;
     });
 }

@@ -147,11 +147,16 @@ void vi_disarm(Vi *vi) {
         vi->nic->ops->vi->disarm(vi);
 }
 
-void vi_rearm(Vi *vi, unsigned what) {
+void vi_rearm(Vi *vi, unsigned what, bool edge) {
     bool rang = vi->prov && !vi->nic->ops->vi->armed(vi);
-    if (rang || vi->kicked.load(std::memory_order_acquire) ||
-        vi->undrained.load(std::memory_order_relaxed))
+    if (edge) {
+        // The next ring must write the doorbell again (a kick suppresses rings until
+        // it is cleared); its count stays, as after an edge-triggered sleep.
+        if (rang || vi->kicked.load(std::memory_order_acquire)) vi_doorbell_heard(vi, true);
+    } else if (rang || vi->kicked.load(std::memory_order_acquire) ||
+               vi->undrained.load(std::memory_order_relaxed)) {
         vi_drain(vi);
+    }
     vi_arm(vi, what);
 }
 
@@ -166,7 +171,7 @@ __attribute__((always_inline)) static inline bool take(WorkQueue &q, VIP_DESCRIP
 }
 
 // After a Done found nothing, a program waiting on the fd must be woken by the next event.
-static void rearm_for_fd(Vi *vi, unsigned what = kWakeAny) {
+static void rearm_for_fd(Vi *vi, unsigned what = kWakeAny, bool edge = false) {
     // The fd may have been woken by the peer hanging up: act on it soon, not
     // at the next periodic liveness check; that may flush the queues.  At
     // most every 200 us: a program polling the fd calls Done again and again
@@ -177,21 +182,23 @@ static void rearm_for_fd(Vi *vi, unsigned what = kWakeAny) {
         l.next_peer_look = now + 200000;
         vi->nic->ops->vi->check_peer(vi);
     }
-    vi_rearm(vi, what);
+    vi_rearm(vi, what, edge);
     // Only what it is armed for: a program armed for arrivals may leave its own send
     // completions for later without being woken by them.
     bool takeable = ((what & kWakeSend) && vi->sq.head != vi->sq.visible) ||
                     ((what & kWakeRecv) && vi->rq.head != vi->rq.visible);
     const ViOps *ops = vi->nic->ops->vi;
-    if (takeable || (vi->prov && ops->held(vi))) {
+    // An edge-triggered waiter hears of input that came before the arming only through
+    // a ring (a level-triggered one sees the transport's descriptor ready, as on tcp).
+    if (takeable || (vi->prov && (edge ? ops->pending(vi) : ops->held(vi)))) {
         vi->kicked.store(false);
         vi_wake(vi);
     }
 }
 
-void arm_wait_fd(Vi *vi, unsigned what) {
+void arm_wait_fd(Vi *vi, unsigned what, bool edge) {
     vi->fd_armed.store(static_cast<uint8_t>(what), std::memory_order_relaxed);
-    rearm_for_fd(vi, what);
+    rearm_for_fd(vi, what, edge);
     // A failure (found just now by the look at the peer, or before) is a state the fd
     // reports until the program has seen it: rearming drained its wake-up.
     if (vi->state.load(std::memory_order_acquire) == VIP_STATE_ERROR) {

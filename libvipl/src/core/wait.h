@@ -65,7 +65,9 @@ void spin_outcome(Vi *vi, bool won);
 
 // VipArmViWaitFd(Ex): the wait fd becomes readable at the VI's next event of `what`
 // (WakeFor bits: arrivals, the peer consuming), or at once if one is waiting (lock held).
-void arm_wait_fd(Vi *vi, unsigned what = kWakeAny);
+// `edge`: its waiter watches it edge-triggered, so the doorbell's count is left (no
+// read): a ring after the arming is a new edge all the same.
+void arm_wait_fd(Vi *vi, unsigned what = kWakeAny, bool edge = false);
 
 // VipSendDone/VipRecvDone on a looked-up VI.
 VIP_RETURN vi_done(Vi *vi, const void *handle, bool recv, VIP_DESCRIPTOR **out);
@@ -93,7 +95,9 @@ void cq_arm_members(Cq *cq);
 void vi_arm(Vi *vi, unsigned what = 3 /* kWakeAny */);
 void vi_disarm(Vi *vi);
 // Drains vi->efd if it may hold a count (a kick, or a ring that consumed the
-// last arming), then arms again (lock held).  No system call when idle.
-void vi_rearm(Vi *vi, unsigned what = 3 /* kWakeAny */);
+// last arming), then arms again (lock held).  No system call when idle.  `edge`:
+// leaves the count for a waiter that watches the fd edge-triggered (the next
+// level-triggered arming drains it: Vi::undrained).
+void vi_rearm(Vi *vi, unsigned what = 3 /* kWakeAny */, bool edge = false);
 
 } // namespace vipl

@@ -4,6 +4,8 @@
 #include "support.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -110,7 +112,8 @@ TEST_CASE("A wait fd armed for arrivals only stays quiet while the peer takes th
     vt::Pair &p = ap.p;
     int fd = ap.fd;
     CHECK(VipArmViWaitFdEx(p.a, 0) == VIP_INVALID_PARAMETER);
-    CHECK(VipArmViWaitFdEx(p.a, 0x4) == VIP_INVALID_PARAMETER);
+    CHECK(VipArmViWaitFdEx(p.a, 0x4) == VIP_INVALID_PARAMETER); // VIP_ARM_EDGE alone
+    CHECK(VipArmViWaitFdEx(p.a, 0x8 | VIP_ARM_ARRIVALS) == VIP_INVALID_PARAMETER);
     CHECK(VipArmViWaitFdEx(nullptr, VIP_ARM_ARRIVALS) == VIP_INVALID_PARAMETER);
     VIP_DESCRIPTOR *d;
     for (VIP_ULONG events : {VIP_ARM_ARRIVALS, VIP_ARM_ANY}) {
@@ -225,6 +228,68 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
     REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     CHECK(VipRecvDone(p.a, &d) == VIP_SUCCESS);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+}
+
+TEST_CASE("A wait fd armed for an edge-triggered waiter wakes an EPOLLET set at every message, "
+          "and a level-triggered arming after it leaves the fd quiet",
+          "[ext][waitfd]") {
+    ArmedPair ap(VT_DEVICE());
+    vt::Memory &mb = ap.mb;
+    vt::Pair &p = ap.p;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    REQUIRE(ep >= 0);
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    REQUIRE(epoll_ctl(ep, EPOLL_CTL_ADD, ap.fd, &ev) == 0);
+    auto edge = [&](int ms) {
+        epoll_event out{};
+        return epoll_wait(ep, &out, 1, ms) == 1;
+    };
+    auto take = [&] {
+        VIP_DESCRIPTOR *d = nullptr;
+        for (int i = 0; i < 1000 && !d; ++i)
+            if (VipRecvDone(p.a, &d) != VIP_SUCCESS) d = nullptr;
+        REQUIRE(d);
+        REQUIRE(VipPostRecv(p.a, d, ap.ma.mh) == VIP_SUCCESS);
+    };
+    VIP_DESCRIPTOR *d, *sd;
+    size_t slot = 0;
+    // Nothing drains the doorbell in between: every arming's next message is an edge.
+    for (int round = 0; round < 20; ++round) {
+        INFO("round " << round);
+        REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
+        REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ARRIVALS | VIP_ARM_EDGE) == VIP_SUCCESS);
+        edge(0); // an edge the last arming left, if any: this round's must come anew
+        std::thread later([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(round % 2 ? 20 : 0));
+            send_one(mb, p.b, slot);
+        });
+        CHECK(edge(5000));
+        later.join();
+        REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
+        take();
+        slot = (slot + 1) % 8;
+    }
+    // A message already there when armed is an edge at once.
+    send_one(mb, p.b, slot);
+    REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    edge(0);
+    REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ARRIVALS | VIP_ARM_EDGE) == VIP_SUCCESS);
+    CHECK(edge(5000));
+    take();
+    // A level-triggered arming drains what the edge-triggered ones left: quiet until
+    // the next message, then readable.
+    REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
+    REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ARRIVALS) == VIP_SUCCESS);
+    CHECK(!vt::readable(ap.fd, 50));
+    send_one(mb, p.b, (slot + 1) % 8);
+    REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
+    CHECK(vt::readable(ap.fd, 5000));
+    take();
+    close(ep);
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
 }
