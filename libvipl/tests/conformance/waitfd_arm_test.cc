@@ -16,6 +16,15 @@ void send_one(vt::Memory &m, VIP_VI_HANDLE vi, size_t slot) {
     REQUIRE(VipPostSend(vi, m.desc(slot), m.mh) == VIP_SUCCESS);
 }
 
+// Takes the message that came (it may still be on its way) and posts its buffer again.
+void take_recv(VIP_VI_HANDLE vi, vt::Memory &m) {
+    VIP_DESCRIPTOR *d = nullptr;
+    for (int i = 0; i < 1000 && !d; ++i)
+        if (VipRecvDone(vi, &d) != VIP_SUCCESS) d = nullptr;
+    REQUIRE(d);
+    REQUIRE(VipPostRecv(vi, d, m.mh) == VIP_SUCCESS);
+}
+
 // A connected pair, 8 receives posted on each side, and a's wait fd in the explicit mode.
 struct ArmedPair {
     explicit ArmedPair(const std::string &device)
@@ -164,12 +173,6 @@ TEST_CASE("An explicitly armed wait fd hears of this side's own completions only
             if (VipSendDone(p.a, &sd) != VIP_SUCCESS) sd = nullptr;
         REQUIRE(sd);
     };
-    auto take_recv = [&](VIP_VI_HANDLE vi, vt::Memory &m) {
-        bool got = false;
-        for (int i = 0; i < 1000 && !got; ++i) got = VipRecvDone(vi, &d) == VIP_SUCCESS;
-        REQUIRE(got);
-        REQUIRE(VipPostRecv(vi, d, m.mh) == VIP_SUCCESS);
-    };
 
     // 1. Armed for arrivals, this side's send completing (b not called meanwhile, so
     // nothing comes back) leaves the fd quiet; armed for anything, it wakes it.
@@ -247,13 +250,6 @@ TEST_CASE("A wait fd armed for an edge-triggered waiter wakes an EPOLLET set at 
         epoll_event out{};
         return epoll_wait(ep, &out, 1, ms) == 1;
     };
-    auto take = [&] {
-        VIP_DESCRIPTOR *d = nullptr;
-        for (int i = 0; i < 1000 && !d; ++i)
-            if (VipRecvDone(p.a, &d) != VIP_SUCCESS) d = nullptr;
-        REQUIRE(d);
-        REQUIRE(VipPostRecv(p.a, d, ap.ma.mh) == VIP_SUCCESS);
-    };
     VIP_DESCRIPTOR *d, *sd;
     size_t slot = 0;
     // Nothing drains the doorbell in between: every arming's next message is an edge.
@@ -269,7 +265,7 @@ TEST_CASE("A wait fd armed for an edge-triggered waiter wakes an EPOLLET set at 
         CHECK(edge(5000));
         later.join();
         REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
-        take();
+        take_recv(p.a, ap.ma);
         slot = (slot + 1) % 8;
     }
     // A message already there when armed is an edge at once.
@@ -279,7 +275,7 @@ TEST_CASE("A wait fd armed for an edge-triggered waiter wakes an EPOLLET set at 
     edge(0);
     REQUIRE(VipArmViWaitFdEx(p.a, VIP_ARM_ARRIVALS | VIP_ARM_EDGE) == VIP_SUCCESS);
     CHECK(edge(5000));
-    take();
+    take_recv(p.a, ap.ma);
     // A level-triggered arming drains what the edge-triggered ones left: quiet until
     // the next message, then readable.
     REQUIRE(VipRecvDone(p.a, &d) == VIP_NOT_DONE);
@@ -288,7 +284,7 @@ TEST_CASE("A wait fd armed for an edge-triggered waiter wakes an EPOLLET set at 
     send_one(mb, p.b, (slot + 1) % 8);
     REQUIRE(VipSendWait(p.b, vt::kWaitMs, &sd) == VIP_SUCCESS);
     CHECK(vt::readable(ap.fd, 5000));
-    take();
+    take_recv(p.a, ap.ma);
     close(ep);
     vt::destroy_vi(p.a);
     vt::destroy_vi(p.b);
