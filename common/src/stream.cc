@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 namespace vipl {
 
@@ -318,6 +319,16 @@ short Stream::events() noexcept {
     // A poller's look: bytes to read are readiness enough; what is behind them is taken
     // by the read (on tcp a look that finds the queue empty is a recv()).
     impl_->progress(Impl::Look::wait);
+    impl_->update_ready();
+    return impl_->events();
+}
+
+short Stream::events_before_arming() noexcept {
+    if (!is_open()) return 0;
+    Impl::Guard g(*impl_);
+    // Once per read: a waiter that keeps asking (a spin) looks from its second call on.
+    uint64_t at = std::exchange(impl_->would_block_at, 0);
+    if (!at || Impl::ticks() - at >= Impl::kStandTicks) impl_->progress(Impl::Look::wait);
     impl_->update_ready();
     return impl_->events();
 }

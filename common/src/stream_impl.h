@@ -402,6 +402,15 @@ struct Stream::Impl {
     // arrives in that moment, or was left behind by a waiter's look, waits for the next
     // call, as it would had it come just after the look.
     uint64_t drained_at = 0;
+    // This process's last read that would have blocked, in ticks() (0: none since the
+    // last events_before_arming()).  Its look at the VI stands for the first look of the
+    // wait that follows it within kStandTicks: a non-blocking reader's EAGAIN and then
+    // its poll, every event loop's step.  The wait arms before it sleeps, and arming
+    // makes the wait fd readable at once for what came in between; that costs a system
+    // call (the sleep that returns at once) where the look would have cost a library
+    // call, so the read's look stands only while an arrival since is unlikely.
+    uint64_t would_block_at = 0;
+    static constexpr uint64_t kStandTicks = 8192;  // a few microseconds
     static constexpr uint64_t kLookedTicks = 2048; // about a microsecond
     static uint64_t ticks() noexcept {
 #if defined(__x86_64__)

@@ -104,6 +104,9 @@ std::size_t Stream::Impl::read(std::span<std::byte> buf, Deadline deadline, std:
         ec = w;
     else if (n == 0 && t.broken && (!t.fin_rx || !t.rq.empty()))
         ec = t.error ? t.error : reset();
+    // Nothing to read after a look (a deadline that passed, or none allowed at all).
+    if (!peek && (ec == std::errc::operation_would_block || ec == std::errc::timed_out))
+        would_block_at = ticks();
     update_ready();
     return n;
 }

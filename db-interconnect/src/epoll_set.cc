@@ -454,13 +454,15 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
         std::vector<bool> &hit = t_hit;
         hit.assign(snap.size(), false);
         // What a stream holds already makes no new event on its descriptor: look first,
-        // then spin while libvipl's policy says it pays.
+        // then spin while libvipl's policy says it pays.  The first look may reuse a read's
+        // (sock_poll's `first`): the streams are armed before the sleep.
+        bool first = true;
         auto look = [&] {
             for (size_t i = 0; i < snap.size() && n < max; ++i) {
                 if (hit[i] || !snap[i].look) continue;
                 Snap &sn = snap[i];
                 Under u;
-                short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u, sn.edge);
+                short r = sock_poll(sn.sock, sn.fd, sn.want, 0, &u, sn.edge, first);
                 if (!r) continue;
                 hit[i] = true;
                 seen.push_back(sn.m);
@@ -480,6 +482,7 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
                     if (it != set->by_fd.end() && it->second == sn.m) sn.m->disabled = true;
                 }
             }
+            first = false;
             return n > 0;
         };
         if (!look() && !snap.empty() && Clock::now() < dl) {

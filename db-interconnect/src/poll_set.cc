@@ -84,7 +84,9 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
         bool streams = false;
         for (Entry &e : tracked) {
             pollfd &p = fds[e.i];
-            short r = sock_poll(e.sock, p.fd, p.events, 0, &e.under);
+            // A wait's first look (sock_poll's `first`): the streams are armed before the
+            // sleep.
+            short r = sock_poll(e.sock, p.fd, p.events, 0, &e.under, false, true);
             p.revents = r;
             if (r) ++ready;
             under[e.i] = {e.under.fd, e.under.events, 0};

@@ -162,7 +162,7 @@ short vipl_events(Sock *s, short arm_for, bool kernel_edge) noexcept {
                                      : s->stream.events());
 }
 
-short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) noexcept {
+short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge, bool first) noexcept {
     short ask = static_cast<short>(want | kAlways);
     for (int round = 0; round < 4; ++round) {
         SockState st = s->state.load(std::memory_order_acquire);
@@ -217,7 +217,7 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge) no
                 return static_cast<short>(((krev & POLLIN) | out) & ask);
             }
             *u = {s->stream.wait_fd(), POLLIN, true};
-            short ev = vipl_events(s);
+            short ev = first ? as_socket(s, s->stream.events_before_arming()) : vipl_events(s);
             if ((ev & POLLRDHUP) && s->stream.switching()) {
                 // The peer exec'd: the connection goes on on the kernel socket.
                 std::lock_guard<std::mutex> g(s->mu);

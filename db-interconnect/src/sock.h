@@ -145,9 +145,11 @@ struct Under {
 // POLLHUP, POLLRDHUP as the kernel reports them), and what to sleep on otherwise.
 // `kernel_revents`: what a poll of the kernel connection just reported (0: not polled).
 // `edge`: the waiter wants every new arrival (EPOLLET): the stream's fd is armed even
-// while data waits here.
-short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under,
-                bool edge = false) noexcept;
+// while data waits here.  `first`: a wait's first look, which arms before it sleeps: a
+// read that just found nothing stands for the stream's look
+// (Stream::events_before_arming).
+short sock_poll(Sock *s, int fd, short want, short kernel_revents, Under *under, bool edge = false,
+                bool first = false) noexcept;
 // How many messages arrived on a vipl socket's stream so far (edges of EPOLLET).
 uint64_t sock_arrivals(Sock *s) noexcept;
 // Bytes of a plain socket that come before its kernel connection's (a hand-over).

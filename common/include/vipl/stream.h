@@ -357,6 +357,12 @@ public:
     // POLLERR    the connection broke (the next read or write says why)
     // 0 for an empty stream.
     short events() noexcept;
+    // A waiter's first look, when it arms before it sleeps (arm(), arm_to_sleep()): as
+    // events(), except that a read that would have blocked a few microseconds ago at most
+    // (an event loop's EAGAIN just before its poll) stands for the look at the VI, a
+    // library call less per wait.  What came since makes the armed fd readable at once.  Once per
+    // such read: the next call looks.
+    short events_before_arming() noexcept;
 
     // This holder's mode (a shareable stream's other holders keep theirs).
     void set_nonblocking(bool on) noexcept;
