@@ -176,9 +176,16 @@ static void rearm_for_fd(Vi *vi, unsigned what = kWakeAny, bool edge = false) {
     // at the next periodic liveness check; that may flush the queues.  At
     // most every 200 us: a program polling the fd calls Done again and again
     // while traffic flows, and the look is a system call.
+    // Except for an edge-triggered waiter armed again while its last arming still
+    // stands (nobody rang, nothing kicked: it woke without a doorbell, or never slept).
+    // A hang-up reaches such a waiter as one edge only (the transport's descriptor
+    // stays ready, so its fd makes no new one): found only at a later paced look, it
+    // would leave the waiter asleep for ever.
     ViLocal &l = vis().local(vi);
     uint64_t now = coarse_ns();
-    if (vi->prov && now >= l.next_peer_look) {
+    bool unrung = edge && vi->prov && vi->nic->ops->vi->armed(vi) &&
+                  !vi->kicked.load(std::memory_order_acquire);
+    if (vi->prov && (unrung || now >= l.next_peer_look)) {
         l.next_peer_look = now + 200000;
         vi->nic->ops->vi->check_peer(vi);
     }

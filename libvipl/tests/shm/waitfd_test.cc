@@ -204,3 +204,66 @@ TEST_CASE("shm: a receiver polling Done with an explicitly armed wait fd costs n
         vt::destroy_vi(p.b);
     }
 }
+
+namespace {
+
+// A peer that connects, then waits to be killed (or told to go).
+int idle_peer(vt::Channel &ch, const std::string &disc) {
+    ch.in_child();
+    vt::Ep e;
+    if (!e.open(65536) || !e.connect(disc)) {
+        fprintf(stderr, "idle peer: %s\n", e.err.c_str());
+        return 1;
+    }
+    uint64_t cmd = 0;
+    ch.recv(&cmd, 20000);
+    return 0;
+}
+
+} // namespace
+
+// An EPOLLET set hears a hang-up once: the transport's descriptor stays ready, so the
+// wait fd makes no new edge.  A waiter that looked, found nothing (the paced liveness
+// check had not run yet) and armed again must not sleep for ever.
+TEST_CASE("shm: an edge-triggered waiter armed again after its peer died wakes, and sees "
+          "the death",
+          "[shm][waitfd]") {
+    for (int round = 0; round < 5; ++round) {
+        INFO("round " << round);
+        std::string disc = vt::unique_disc("k");
+        vt::Channel ch;
+        vt::Child child(vt::spawn_child([&] { return idle_peer(ch, disc); }));
+        ch.in_parent();
+        vt::Ep side;
+        EP_REQUIRE(side, side.open(65536));
+        post(side, 0);
+        EP_REQUIRE(side, side.accept(disc));
+        int fd = -1;
+        REQUIRE(VipGetViWaitFdEx(side.vi, VIP_WAITFD_EXPLICIT_ARM, &fd) == VIP_SUCCESS);
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+        REQUIRE(ep >= 0);
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLET;
+        REQUIRE(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+
+        VIP_DESCRIPTOR *d = nullptr;
+        REQUIRE(VipRecvDone(side.vi, &d) == VIP_NOT_DONE);
+        REQUIRE(VipArmViWaitFdEx(side.vi, VIP_ARM_ANY | VIP_ARM_EDGE) == VIP_SUCCESS);
+        CHECK(readable(ep, 0) == 0);
+        child.kill_now();
+        CHECK(child.wait(10) != -1);
+        // The hang-up's one edge; then a look and an arming, as an event loop makes them.
+        double t0 = vt::now_ms();
+        VIP_RETURN rc = VIP_NOT_DONE;
+        for (int wake = 0; wake < 10 && rc == VIP_NOT_DONE; ++wake) {
+            REQUIRE(readable(ep, 2000) == 1);
+            rc = VipRecvDone(side.vi, &d);
+            if (rc == VIP_NOT_DONE)
+                REQUIRE(VipArmViWaitFdEx(side.vi, VIP_ARM_ANY | VIP_ARM_EDGE) == VIP_SUCCESS);
+        }
+        CHECK(rc == VIP_DESCRIPTOR_ERROR);
+        CHECK(side.state() == VIP_STATE_ERROR);
+        CHECK(vt::now_ms() - t0 < 1000);
+        close(ep);
+    }
+}
