@@ -349,13 +349,15 @@ void Stream::spin_outcome(bool won) noexcept {
     if (is_open()) impl_->spin_outcome(won);
 }
 
+StreamCounters Stream::stream_counters() const noexcept {
+    if (!is_open()) return {};
+    Impl::Guard g(*impl_);
+    return impl_->st->stats;
+}
+
 StreamCounters Stream::counters() const noexcept {
     if (!is_open()) return {};
-    StreamCounters c;
-    {
-        Impl::Guard g(*impl_);
-        c = impl_->st->stats;
-    }
+    StreamCounters c = stream_counters();
     VIP_VI_COUNTERS v{};
     if (VipQueryViCounters(impl_->vi, &v) == VIP_SUCCESS) c.doorbells = v.DoorbellsRung;
     return c;

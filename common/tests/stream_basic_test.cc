@@ -39,6 +39,15 @@ TEST_CASE("stream: connect, exchange both ways, counters") {
     CHECK(c.messages_in == 1);
     CHECK(c.control_in >= 1); // the initial credit grant
     CHECK(p.client.options().buffer_size == 64 * 1024);
+    // The stream's own, without the library call: the same but the VI's doorbells.
+    auto own = p.client.stream_counters();
+    CHECK(own.bytes_out == c.bytes_out);
+    CHECK(own.bytes_in == c.bytes_in);
+    CHECK(own.messages_out == c.messages_out);
+    CHECK(own.messages_in == c.messages_in);
+    CHECK(own.control_in == c.control_in);
+    CHECK(own.doorbells == 0);
+    CHECK(vipl::Stream{}.stream_counters().messages_in == 0);
 }
 
 TEST_CASE("stream: deadlines, refused connections, would-block") {

@@ -240,7 +240,7 @@ short sock_poll(Sock *s, int fd, short want, short krev, Under *u, bool edge, bo
 
 uint64_t sock_arrivals(Sock *s) noexcept {
     if (s->state.load(std::memory_order_acquire) != SockState::vipl) return 0;
-    vipl::StreamCounters c = s->stream.counters();
+    vipl::StreamCounters c = s->stream.stream_counters();
     return c.messages_in + c.control_in;
 }
 
@@ -295,7 +295,7 @@ int sock_sleep(Sock *s, short want, Deadline dl, short *revents) noexcept {
 
 void sock_stat_sync(Sock *s) noexcept {
     if (!s->stat || s->state.load(std::memory_order_acquire) != SockState::vipl) return;
-    vipl::StreamCounters c = s->stream.counters();
+    vipl::StreamCounters c = s->stream.stream_counters();
     StatSlot &t = *s->stat;
     t.messages_in.store(c.messages_in, std::memory_order_relaxed);
     t.messages_out.store(c.messages_out, std::memory_order_relaxed);

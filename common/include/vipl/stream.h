@@ -378,6 +378,9 @@ public:
 
     // Counters of all holders together (shareable).
     StreamCounters counters() const noexcept;
+    // The same without the VI's own (doorbells reads 0): no library call, for a caller
+    // that reads them at every sleep (the interposer's connection table).
+    StreamCounters stream_counters() const noexcept;
     // The options in effect (buffer_size as negotiated; nonblocking as made: see
     // nonblocking(); zcopy_threshold and stage_threshold 0 when shareable).
     const StreamOptions &options() const noexcept;
