@@ -171,8 +171,11 @@ VIP_RETURN VipArmViWaitFd(IN VIP_VI_HANDLE ViHandle);
  * in the VI.  VIP_ARM_EDGE (with one of the others): the program watches the fd
  * edge-triggered only (EPOLLET), so the arming leaves the doorbell's count instead of
  * reading it, a system call less per wake-up; the fd may then stay readable, and the
- * next arming without VIP_ARM_EDGE drains it.  Returns as VipArmViWaitFd, and
- * VIP_INVALID_PARAMETER for no event bits or unknown bits.
+ * next arming without VIP_ARM_EDGE drains it.  The end of the connection reaches such a
+ * program as one edge: an edge arming made while the last one still stands (the
+ * program woke without a doorbell, or did not sleep) looks at the peer at once (a
+ * system call), so that a death its last look missed still wakes it.  Returns as
+ * VipArmViWaitFd, and VIP_INVALID_PARAMETER for no event bits or unknown bits.
  */
 #define VIP_ARM_ARRIVALS 0x1
 #define VIP_ARM_CONSUMED 0x2
