@@ -27,17 +27,24 @@ bool take8(vipl::Stream &s) {
     return vt::read_exact(s, b, sizeof b);
 }
 
+// A pair whose server a program would watch through wait_fd() (no ready_fd), with
+// nothing left for it to report.
+vt::Pair quiet_pair(const std::string &base) {
+    vipl::StreamOptions o;
+    o.ready_fd = false;
+    auto p = vt::connect_pair(base, o);
+    REQUIRE(p.server.wait_fd() >= 0);
+    settle(p.server);
+    return p;
+}
+
 } // namespace
 
 TEST_CASE("stream: an armed wait fd hears the next message; arm_to_sleep says when to sleep") {
     std::string base = CT_PROVIDER();
-    vipl::StreamOptions o;
-    o.ready_fd = false;
-    auto p = vt::connect_pair(base, o);
+    auto p = quiet_pair(base);
     vipl::Stream &s = p.server;
     int wfd = s.wait_fd();
-    REQUIRE(wfd >= 0);
-    settle(s);
 
     // Nothing there: arming is the answer, and the fd stays quiet until the peer sends.
     CHECK(s.arm_to_sleep(POLLIN));
@@ -117,13 +124,9 @@ TEST_CASE("stream: over shm the peer rings only a side that armed, and once per 
 
 TEST_CASE("stream: a wait's first look may stand on a read that would block, and loses nothing") {
     std::string base = CT_PROVIDER();
-    vipl::StreamOptions o;
-    o.ready_fd = false;
-    auto p = vt::connect_pair(base, o);
+    auto p = quiet_pair(base);
     vipl::Stream &s = p.server;
     int wfd = s.wait_fd();
-    REQUIRE(wfd >= 0);
-    settle(s);
 
     int stood = 0;
     for (int i = 0; i < 40; ++i) {
