@@ -298,8 +298,15 @@ TEST_CASE("stream: a blocking reader is woken by the reply, not also when the pe
     server.join();
     REQUIRE(!ec);
     auto c = p.client.counters(), s = p.server.counters();
-    INFO("client sleeps " << c.sleeps << ", server doorbells " << s.doorbells);
-    CHECK(c.sleeps <= kRounds + kRounds / 5);
+    INFO("client sleeps " << c.sleeps << ", server doorbells " << s.doorbells
+                          << ", server control messages " << s.control_out);
+    // A server thread that finds the next request there already (it was preempted past
+    // the client's write) waits for nothing, so its read buffers go back in a credit
+    // message instead of riding on a reply: an arrival, and rightly a wake-up. Those are
+    // allowed; a wake-up per request taken (twice kRounds) is not.
+    uint64_t allowed = kRounds + kRounds / 5 + s.control_out;
+    CHECK(s.control_out <= kRounds / 3);
+    CHECK(c.sleeps <= allowed);
     // The tcp provider rings none: its wake-up is the socket's own.
-    CHECK(s.doorbells <= kRounds + kRounds / 5);
+    CHECK(s.doorbells <= allowed);
 }
