@@ -23,7 +23,8 @@ struct LimitCtl {
     std::atomic<int> done_rc[kMaxKids + 1];
     std::atomic<int> destroy_rc[kMaxKids + 1];
     std::atomic<int> acted[kMaxKids + 1];
-    std::atomic<int> leave_how{0}; // 0 exit, 1 VipDestroyVi then exit
+    std::atomic<int> bell[kMaxKids + 1]; // moves when want or go of child i does
+    std::atomic<int> leave_how{0};       // 0 exit, 1 VipDestroyVi then exit
     LimitCtl() {
         for (int i = 0; i <= kMaxKids; ++i)
             query_rc[i] = post_rc[i] = done_rc[i] = destroy_rc[i] = -1;
@@ -56,12 +57,15 @@ int kid(vt::ShVi &v, LimitCtl *c, int i) {
     uint32_t seq = 0;
     double end = vt::now_ms() + 60000;
     while (vt::now_ms() < end) {
+        int rung = c->bell[i].load();
         if (c->go[i].load()) {
             if (c->leave_how.load() == 1) c->destroy_rc[i] = VipDestroyVi(v.vi);
             return 0;
         }
         if (c->want[i].load() <= int(seq)) {
-            vt::sleep_ms(0.2);
+            // Asleep till its turn: 64 children polling would load two CPUs, and an exit
+            // then waited seconds in the kernel for CPU time (a leave timed out).
+            vt::wait_word(c->bell[i], rung, 100);
             continue;
         }
         VIP_VI_STATE s;
@@ -96,14 +100,20 @@ struct Fleet {
         pids[i] = vt::spawn_child([&, i] { return kid(v, c, i); });
         REQUIRE(vt::wait_for([&] { return c->ready[i].load() == 1; }, kChildStepMs));
     }
+    void ring(int i) {
+        c->bell[i]++;
+        vt::wake_word(c->bell[i]);
+    }
     // Child i's turn number `round` (1-based): returns when it acted.
     void act(int i, int round) {
         c->want[i] = round;
+        ring(i);
         REQUIRE(vt::wait_for([&] { return c->acted[i].load() >= round; }, kChildStepMs));
     }
     int leave(int i, int how) {
         c->leave_how = how;
         c->go[i] = 1;
+        ring(i);
         int s = vt::wait_child(pids[i], 10);
         pids[i] = -1;
         return s;

@@ -1,12 +1,17 @@
 #include "kit.h"
 
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <thread>
+#include <unistd.h>
 
 namespace vt {
 
@@ -18,6 +23,19 @@ double now_ms() {
 
 void sleep_ms(double ms) {
     std::this_thread::sleep_for(std::chrono::microseconds(long(ms * 1000)));
+}
+
+static_assert(sizeof(std::atomic<int>) == sizeof(int) && std::atomic<int>::is_always_lock_free);
+
+void wait_word(const std::atomic<int> &w, int seen, double timeout_ms) {
+    timespec ts{static_cast<time_t>(timeout_ms / 1000),
+                static_cast<long>(std::fmod(timeout_ms, 1000.0) * 1e6)};
+    // Not FUTEX_PRIVATE: the waker is another process.
+    syscall(SYS_futex, reinterpret_cast<const int *>(&w), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+void wake_word(std::atomic<int> &w) {
+    syscall(SYS_futex, reinterpret_cast<int *>(&w), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
 std::string fmt(const char *f, ...) {

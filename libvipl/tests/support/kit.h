@@ -5,6 +5,7 @@
 
 #include <vipl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,6 +15,12 @@ namespace vt {
 // The monotonic clock in milliseconds; sleeping for some.
 double now_ms();
 void sleep_ms(double ms);
+// A sleep on a word in memory shared between processes (a futex): wait_word returns
+// once *w differs from seen, wake_word was called, or timeout_ms passed (or at once if
+// *w differs already).  Many processes waiting for a turn cost nothing while they wait,
+// where polling them would load the machine the test runs on.
+void wait_word(const std::atomic<int> &w, int seen, double timeout_ms);
+void wake_word(std::atomic<int> &w);
 // printf into a string (at most 1 KiB).
 std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 // An integer or text parameter a parent passed to a fresh process.
