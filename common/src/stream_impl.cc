@@ -575,19 +575,17 @@ SpinBudget Stream::Impl::spin_budget() const {
     if (!vi || !opt.spin_us) return {};
     // Threads would race for the remembered answer: they ask every time.
     bool reuse = __libc_single_threaded;
-    Clock::time_point now{};
-    if (reuse) {
-        now = Clock::now();
-        if (now < budget_until_) return budget_;
-    }
+    // 0 where there are no ticks: no reuse then.
+    uint64_t now = reuse ? ticks() : 0;
+    if (now && now < budget_until_) return budget_;
     if (VipViSpinBudget(vi, static_cast<VIP_UINT64>(opt.spin_us) * 1000, &b) != VIP_SUCCESS)
         return {};
     // No time with the peer's CPU known: the peer waits on this CPU (vipl_ext.h).
     SpinBudget r{std::chrono::nanoseconds(b.Nanoseconds), static_cast<uint32_t>(b.YieldEvery),
                  b.Nanoseconds == 0 && b.PeerCpuKnown};
-    if (reuse && won_last_) {
+    if (now && won_last_) {
         budget_ = r;
-        budget_until_ = now + kBudgetReuse;
+        budget_until_ = now + kBudgetReuseTicks;
     }
     return r;
 }
@@ -599,7 +597,7 @@ void Stream::Impl::spin_outcome(bool won) {
     if (reuse && won && won_last_) return;
     VipViSpinOutcome(vi, won ? VIP_TRUE : VIP_FALSE);
     // A miss changes the budget, and a win after misses restores it: ask again.
-    budget_until_ = {};
+    budget_until_ = 0;
     won_last_ = won;
 }
 

@@ -21,6 +21,15 @@ struct Policy {
 
 } // namespace
 
+TEST_CASE("deadline: passed() for never, the epoch (a look), the past and the future") {
+    CHECK_FALSE(vipl::passed(vipl::kNever));
+    CHECK(vipl::passed(vipl::Deadline{}));
+    CHECK(vipl::passed(vipl::Clock::now() - 1ms));
+    CHECK(vipl::passed(vipl::Clock::now()));
+    CHECK_FALSE(vipl::passed(vipl::Clock::now() + 1h));
+    CHECK(vipl::ms_left(vipl::Deadline{}) == 0);
+}
+
 TEST_CASE("spin: an empty spin looks nothing and reports nothing") {
     vipl::Spin spin;
     CHECK(spin.empty());

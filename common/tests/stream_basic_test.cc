@@ -62,6 +62,19 @@ TEST_CASE("stream: deadlines, refused connections, would-block") {
     CHECK(vipl::Clock::now() - t0 < 3s);
     CHECK(p.server.counters().sleeps >= 1); // nothing came: it slept in the kernel
     CHECK(p.server.counters().spin_wins == 0);
+    // Deadline{} (the clock's epoch) is a look: no sleep, and what is there is read.
+    uint64_t sleeps = p.server.counters().sleeps;
+    CHECK(p.server.read(b, vipl::Deadline{}, ec) == 0);
+    CHECK(ec == std::errc::timed_out);
+    CHECK(p.server.counters().sleeps == sleeps);
+    REQUIRE(p.client.write(std::as_bytes(std::span("hi", 2)), ec) == 2);
+    size_t got = 0;
+    for (int i = 0; i < 1000 && got == 0; ++i) {
+        got = p.server.read(b, vipl::Deadline{}, ec);
+        if (!got) std::this_thread::sleep_for(1ms);
+    }
+    CHECK(got == 2);
+    CHECK(p.server.counters().sleeps == sleeps);
 
     p.server.set_nonblocking(true);
     CHECK(p.server.read(b, ec) == 0);

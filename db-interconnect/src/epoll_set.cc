@@ -485,7 +485,7 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
             first = false;
             return n > 0;
         };
-        if (!look() && !snap.empty() && Clock::now() < dl) {
+        if (!look() && !snap.empty() && !passed(dl)) {
             for (Snap &sn : snap) spin.add(sock_spin_budget(sn.sock));
             bool got = spin.run(look, dl);
             for (size_t i = 0; i < snap.size(); ++i) {
@@ -524,7 +524,7 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
             // Add what the kernel has ready now, without waiting, if there is room (a
             // caller that asks for one event, as PostgreSQL does, gets the stream's).
             if (n < max) {
-                int k = kernel_wait(epfd, out + n, max - n, Clock::now(), nullptr);
+                int k = kernel_wait(epfd, out + n, max - n, Deadline{}, nullptr);
                 if (k > 0) n += translate(set, out + n, k, seen);
             }
             return n;
@@ -534,7 +534,7 @@ int epoll_wait_set(EpollSet *set, int epfd, epoll_event *out, int max, Deadline 
         seen.clear();
         n = translate(set, out, k, seen);
         if (n > 0) return n;
-        if (Clock::now() >= dl) return 0;
+        if (passed(dl)) return 0;
     }
 }
 

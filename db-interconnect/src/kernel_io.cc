@@ -15,6 +15,10 @@ namespace vipl::db {
 
 timespec *time_left(Deadline deadline, timespec *ts) noexcept {
     if (deadline == Deadline::max()) return nullptr;
+    if (deadline == Deadline{}) { // no time at all: no clock read either
+        *ts = {};
+        return ts;
+    }
     auto left = deadline - Clock::now();
     if (left < Clock::duration::zero()) left = Clock::duration::zero();
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();

@@ -46,13 +46,15 @@ int kernel_ppoll(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) {
 
 Deadline deadline_after(const timespec *ts) noexcept {
     if (!ts) return Deadline::max();
-    if (ts->tv_sec < 0) return Clock::now();
+    // No time: Deadline{}, which passed() and time_left() answer without a clock read.
+    if (ts->tv_sec < 0 || (ts->tv_sec == 0 && ts->tv_nsec == 0)) return Deadline{};
     if (ts->tv_sec > 100000000) return Deadline::max();
     return Clock::now() + std::chrono::seconds(ts->tv_sec) + std::chrono::nanoseconds(ts->tv_nsec);
 }
 
 Deadline deadline_after_ms(int ms) noexcept {
     if (ms < 0) return Deadline::max();
+    if (ms == 0) return Deadline{};
     return Clock::now() + std::chrono::milliseconds(ms);
 }
 
@@ -97,7 +99,7 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
             }
             streams |= e.under.stream;
         }
-        if (!ready && streams && Clock::now() < dl) {
+        if (!ready && streams && !passed(dl)) {
             vipl::Spin spin;
             for (Entry &e : tracked)
                 if (e.under.stream) spin.add(sock_spin_budget(e.sock));
@@ -130,7 +132,7 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
                     errno = EINTR;
                     return -1;
                 }
-                if (Clock::now() >= dl) return 0;
+                if (passed(dl)) return 0;
                 continue; // woken: look again
             }
         }
@@ -152,7 +154,7 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
         bool sliced = false;
         for (Entry &e : tracked)
             sliced |= negotiating(e.sock->state.load(std::memory_order_acquire));
-        Deadline until = ready ? Clock::now() : sliced ? negotiation_slice(dl) : dl;
+        Deadline until = ready ? Deadline{} : sliced ? negotiation_slice(dl) : dl;
         int k = kernel_ppoll(under.data(), under.size(), until, ready ? nullptr : mask);
         if (k < 0) return ready ? ready : -1;
         int count = 0;
@@ -175,7 +177,7 @@ int poll_tracked(pollfd *fds, nfds_t n, Deadline dl, const sigset_t *mask) noexc
             }
             if (fds[i].revents) ++count;
         }
-        if (count > 0 || (k == 0 && until == dl) || Clock::now() >= dl) return count;
+        if (count > 0 || (k == 0 && until == dl) || passed(dl)) return count;
     }
 }
 
