@@ -407,7 +407,14 @@ int translate(EpollSet *set, epoll_event *ev, int n, std::vector<Member *> &seen
 int kernel_wait(int epfd, epoll_event *out, int max, Deadline dl, const sigset_t *mask) {
     timespec ts{};
     timespec *tp = time_left(dl, &ts);
-    if (real().epoll_pwait2) return real().epoll_pwait2(epfd, out, max, tp, mask);
+    // A kernel before 5.11 (a container on such a host) has no epoll_pwait2 though the C
+    // library has its wrapper: ENOSYS, then epoll_pwait from then on.
+    static std::atomic<bool> no_pwait2{false};
+    if (real().epoll_pwait2 && !no_pwait2.load(std::memory_order_relaxed)) {
+        int r = real().epoll_pwait2(epfd, out, max, tp, mask);
+        if (r >= 0 || errno != ENOSYS) return r;
+        no_pwait2.store(true, std::memory_order_relaxed);
+    }
     int ms = -1;
     if (tp)
         ms = static_cast<int>(

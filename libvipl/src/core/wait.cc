@@ -10,6 +10,7 @@
 #include "prov/provider.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
@@ -86,10 +87,30 @@ VIP_RETURN poll_verdict(PollResult pr, uint64_t deadline) {
     return VIP_ERROR_RESOURCE;
 }
 
+namespace {
+// epoll_pwait2 came with Linux 5.11: older kernels (a container on such a host) and tools
+// that do not know the call (valgrind) answer ENOSYS.  Then epoll_pwait, its timeout in
+// milliseconds rounded up (a sleep never ends before its deadline), from then on.
+std::atomic<bool> g_no_epoll_pwait2{false};
+
+int epoll_sleep(int ep, epoll_event *evs, int max, const timespec *tp) {
+    if (!g_no_epoll_pwait2.load(std::memory_order_relaxed)) {
+        int r = epoll_pwait2(ep, evs, max, tp, nullptr);
+        if (r >= 0 || errno != ENOSYS) return r;
+        g_no_epoll_pwait2.store(true, std::memory_order_relaxed);
+    }
+    int ms = -1;
+    if (tp)
+        ms = static_cast<int>(std::min<int64_t>(
+            (int64_t{tp->tv_sec} * 1000000000 + tp->tv_nsec + 999999) / 1000000, 1 << 30));
+    return epoll_pwait(ep, evs, max, ms, nullptr);
+}
+} // namespace
+
 PollResult epoll_until(int ep, epoll_event *evs, int max, uint64_t deadline, int *got) {
     *got = 0;
     return sleep_until(
-        deadline, [&](const timespec *tp) { return epoll_pwait2(ep, evs, max, tp, nullptr); }, got);
+        deadline, [&](const timespec *tp) { return epoll_sleep(ep, evs, max, tp); }, got);
 }
 
 void watch_transport(int ep, Vi *vi, uint64_t data, bool add, uint32_t extra) {
