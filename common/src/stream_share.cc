@@ -210,8 +210,14 @@ bool Stream::Impl::sleep(Deadline deadline, bool to_read) {
 }
 
 bool Stream::Impl::shared_with_others() const {
+    if (!shared || !vi) return false;
+    // One load where the census knows this process as the only holder: others join only
+    // by a fork, which counts the child before fork() returns.  (A sleeper asks before
+    // each sleep; libvipl's answer scans its holder table.)  Dead holders stay counted,
+    // so a census of several asks libvipl, which knows who still runs.
+    if (st->census.only(detail::holder_token())) return false;
     VIP_ULONG n = 1;
-    return shared && vi && VipQueryViHolders(vi, &n) == VIP_SUCCESS && n > 1;
+    return VipQueryViHolders(vi, &n) == VIP_SUCCESS && n > 1;
 }
 
 void Stream::Impl::leave() noexcept {
