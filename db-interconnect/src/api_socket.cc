@@ -8,6 +8,7 @@
 #include "real.h"
 #include "stats.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
@@ -19,7 +20,9 @@
 #include <unistd.h>
 
 #include <cstdarg>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 using namespace vipl::db;
 
@@ -356,7 +359,38 @@ __attribute__((visibility("default"))) int close_range(unsigned first, unsigned 
 }
 
 __attribute__((visibility("default"))) void closefrom(int low) {
-    close_range(static_cast<unsigned>(low < 0 ? 0 : low), ~0u, 0);
+    unsigned first = static_cast<unsigned>(low < 0 ? 0 : low);
+    int saved = errno;
+    if (close_range(first, ~0u, 0) == 0 || errno != ENOSYS) {
+        errno = saved;
+        return;
+    }
+    // A kernel before 5.9 has no close_range: close what /proc/self/fd lists, as the C
+    // library's own closefrom does there, each through close() (an interposed socket
+    // ends as a close ends it).  Listed first, closed after: the listing's own
+    // descriptor stays out of it.
+    int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        errno = saved;
+        return;
+    }
+    std::vector<int> fds;
+    char buf[4096];
+    for (;;) {
+        long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
+        if (n <= 0) break;
+        for (long off = 0; off < n;) {
+            auto *d = reinterpret_cast<dirent64 *>(buf + off);
+            off += d->d_reclen;
+            char *end = nullptr;
+            long fd = strtol(d->d_name, &end, 10);
+            if (end != d->d_name && *end == 0 && fd != dir && fd >= static_cast<long>(first))
+                fds.push_back(static_cast<int>(fd));
+        }
+    }
+    real().close(dir);
+    for (int fd : fds) close(fd);
+    errno = saved;
 }
 
 } // extern "C"

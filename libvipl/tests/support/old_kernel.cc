@@ -1,7 +1,8 @@
-// vipl-test-old-kernel CMD [ARGS...]: runs CMD as on a kernel older than 5.11, where
-// epoll_pwait2 does not exist: the call fails with ENOSYS (a seccomp filter, inherited
-// by every child and kept across exec), as it does in a container on such a host while
-// the C library still has the wrapper.  Exit 125 when the filter cannot be installed.
+// vipl-test-old-kernel CMD [ARGS...]: runs CMD as on a kernel older than 5.9, where
+// epoll_pwait2 (5.11) and close_range (5.9) do not exist: the calls fail with ENOSYS (a
+// seccomp filter, inherited by every child and kept across exec), as they do in a
+// container on such a host while the C library still has the wrappers.  Exit 125 when
+// the filter cannot be installed.
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -16,6 +17,9 @@
 
 #ifndef SYS_epoll_pwait2
 #define SYS_epoll_pwait2 441
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
 #endif
 
 int main(int argc, char **argv) {
@@ -37,7 +41,8 @@ int main(int argc, char **argv) {
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait2, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_epoll_pwait2, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
