@@ -8,7 +8,6 @@
 #include "real.h"
 #include "stats.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <netinet/in.h>
@@ -20,9 +19,7 @@
 #include <unistd.h>
 
 #include <cstdarg>
-#include <cstdlib>
 #include <cstring>
-#include <vector>
 
 using namespace vipl::db;
 
@@ -341,11 +338,11 @@ __attribute__((visibility("default"))) int dup3(int oldfd, int newfd, int flags)
     return dup_to(real().dup3(oldfd, newfd, flags), oldfd, newfd);
 }
 
-__attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) {
-    int r = static_cast<int>(syscall(SYS_close_range, first, last, flags));
-    if (r != 0 || (flags & CLOSE_RANGE_CLOEXEC) || passthrough()) return r;
+// The descriptors first..last were closed behind the table's back (close_range, the C
+// library's closefrom): their slots go, and interposed sockets with them.
+static void forget_closed(unsigned first, unsigned last) {
     int high = fd_highest();
-    if (high < 0) return r;
+    if (high < 0) return;
     unsigned end = last < static_cast<unsigned>(high) ? last : static_cast<unsigned>(high);
     for (unsigned fd = first; fd <= end; ++fd)
         if (fd_peek(static_cast<int>(fd)))
@@ -355,41 +352,24 @@ __attribute__((visibility("default"))) int close_range(unsigned first, unsigned 
                     return 0;
                 },
                 0);
+}
+
+__attribute__((visibility("default"))) int close_range(unsigned first, unsigned last, int flags) {
+    int r = static_cast<int>(syscall(SYS_close_range, first, last, flags));
+    if (r != 0 || (flags & CLOSE_RANGE_CLOEXEC) || passthrough()) return r;
+    forget_closed(first, last);
     return r;
 }
 
 __attribute__((visibility("default"))) void closefrom(int low) {
     unsigned first = static_cast<unsigned>(low < 0 ? 0 : low);
     int saved = errno;
-    if (close_range(first, ~0u, 0) == 0 || errno != ENOSYS) {
-        errno = saved;
-        return;
+    // A kernel before 5.9 has no close_range: the C library's closefrom knows what to do
+    // there (it walks /proc/self/fd).
+    if (close_range(first, ~0u, 0) != 0 && errno == ENOSYS && real().closefrom) {
+        real().closefrom(low);
+        if (!passthrough()) forget_closed(first, ~0u);
     }
-    // A kernel before 5.9 has no close_range: close what /proc/self/fd lists, as the C
-    // library's own closefrom does there, each through close() (an interposed socket
-    // ends as a close ends it).  Listed first, closed after: the listing's own
-    // descriptor stays out of it.
-    int dir = ::open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0) {
-        errno = saved;
-        return;
-    }
-    std::vector<int> fds;
-    char buf[4096];
-    for (;;) {
-        long n = syscall(SYS_getdents64, dir, buf, sizeof buf);
-        if (n <= 0) break;
-        for (long off = 0; off < n;) {
-            auto *d = reinterpret_cast<dirent64 *>(buf + off);
-            off += d->d_reclen;
-            char *end = nullptr;
-            long fd = strtol(d->d_name, &end, 10);
-            if (end != d->d_name && *end == 0 && fd != dir && fd >= static_cast<long>(first))
-                fds.push_back(static_cast<int>(fd));
-        }
-    }
-    real().close(dir);
-    for (int fd : fds) close(fd);
     errno = saved;
 }
 

@@ -56,6 +56,7 @@ namespace vipl::db {
     X(epoll_wait, int, (int, epoll_event *, int, int))                                             \
     X(epoll_pwait, int, (int, epoll_event *, int, int, const sigset_t *))                          \
     X(epoll_pwait2, int, (int, epoll_event *, int, const timespec *, const sigset_t *))            \
+    X(closefrom, void, (int))                                                                      \
     X(fork, pid_t, (void))                                                                         \
     X(execve, int, (const char *, char *const[], char *const[]))                                   \
     X(execv, int, (const char *, char *const[]))                                                   \
