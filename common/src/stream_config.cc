@@ -22,6 +22,7 @@ enum class Field {
     send_buffers,
     zcopy,
     stage,
+    inline_sends,
     linger_ms,
     shareable,
     ready_fd,
@@ -58,6 +59,11 @@ const Row kRows[] = {
       "blocking copied writes with at least this many bytes left stage them in a registered "
       "area the peer RDMA-reads straight into its reader's buffer (0: never)"},
      Field::stage},
+    {{"STREAM_INLINE", "u32", "1", 0, 1,
+      "1: a write with nothing queued before it goes out as inline sends where the "
+      "transport takes them (copied straight from the caller's buffer into the transport); "
+      "0: through the send buffers"},
+     Field::inline_sends},
     {{"STREAM_LINGER_MS", "u32", "5000", 0, 3600000,
       "milliseconds the destructor's orderly close waits for the peer to take what was "
       "written"},
@@ -100,6 +106,8 @@ uint64_t get_u32(const StreamOptions &o, Field f) {
         return o.zcopy_threshold;
     case Field::stage:
         return o.stage_threshold;
+    case Field::inline_sends:
+        return o.inline_sends;
     case Field::linger_ms:
         return static_cast<uint64_t>(o.linger.count());
     case Field::shareable:
@@ -131,6 +139,9 @@ void set_u32(StreamOptions &o, Field f, uint32_t v) {
         break;
     case Field::stage:
         o.stage_threshold = v;
+        break;
+    case Field::inline_sends:
+        o.inline_sends = v != 0;
         break;
     case Field::linger_ms:
         o.linger = std::chrono::milliseconds(v);

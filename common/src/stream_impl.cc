@@ -235,6 +235,10 @@ void Stream::Impl::start() {
     VIP_VI_ENDPOINTS e;
     peer_reads_alone = rdma_ok && opt.stage_threshold > 0 &&
                        VipQueryViEndpoints(vi, &e) == VIP_SUCCESS && e.PeerReadsAlone;
+    VIP_UINT32 im = 0;
+    inline_payload = 0;
+    if (opt.inline_sends && VipQueryViInline(vi, &im) == VIP_SUCCESS && im > kHeaderSize)
+        inline_payload = std::min<uint32_t>(payload, im - kHeaderSize);
     st->owed = recv_data;
     post_control();
     update_ready();
@@ -531,6 +535,26 @@ void Stream::Impl::post_pending() {
         t.stats.messages_out++;
         t.stats.bytes_out += len;
     }
+}
+
+bool Stream::Impl::send_inline(const std::byte *p, size_t k) {
+    State &t = *st;
+    uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(returnable(), 0xffff));
+    uint8_t hdr[kHeaderSize];
+    detail::encode(hdr, {Kind::data, c, static_cast<uint32_t>(k), header_flags()});
+    VIP_INLINE_SEGMENT seg[2] = {{hdr, kHeaderSize}, {p, static_cast<VIP_UINT32>(k)}};
+    VIP_RETURN rc = VipPostSendInline(vi, seg, 2);
+    if (rc == VIP_ERROR_RESOURCE) return false;
+    if (rc != VIP_SUCCESS) {
+        set_broken(std::make_error_code(std::errc::connection_reset));
+        return false;
+    }
+    t.owed -= c;
+    t.credits--;
+    t.stats.messages_out++;
+    t.stats.bytes_out += k;
+    t.stats.bytes_inline += k;
+    return true;
 }
 
 bool Stream::Impl::send_control(Kind kind) {

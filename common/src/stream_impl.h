@@ -343,6 +343,14 @@ struct Stream::Impl {
     // Credits a message may carry now: those whose buffers are back with the VI.
     uint32_t returnable() const { return st->owed - static_cast<uint32_t>(repost_later.size()); }
     void consume_front();
+    // One data message of k bytes from p, copied by libvipl into the transport now
+    // (inline_payload > 0, nothing pending, a credit at hand): false when the transport
+    // has no room (nothing sent) or the stream broke.
+    bool send_inline(const std::byte *p, size_t k);
+    // Whether the next r bytes of a write may go out as one inline message now.
+    bool inline_fits(size_t r) const {
+        return r <= inline_payload && st->pending.empty() && st->credits > 0;
+    }
     void post_pending();
     void post_control();
     bool send_control(detail::Kind kind);
@@ -425,8 +433,11 @@ struct Stream::Impl {
     int owner_pid = 0;                 // the process that made the stream (owns its NIC)
 
     // Private streams only (zero copy).
-    VIP_MEM_HANDLE zc_mh = 0;                 // the caller's memory during a zero-copy write
-    bool rdma_ok = false;                     // VIs enable RDMA read (the NIC supports it)
+    VIP_MEM_HANDLE zc_mh = 0; // the caller's memory during a zero-copy write
+    bool rdma_ok = false;     // VIs enable RDMA read (the NIC supports it)
+    // Payload bytes one inline data message carries (VipQueryViInline less the header,
+    // at most payload); 0: none (options, or a transport without inline sends).
+    uint32_t inline_payload = 0;
     bool direct_read = false;                 // a blocking read may read regions itself: no bounce
     std::vector<uint32_t> repost_later;       // read buffers not yet given back (repost_owed)
     std::vector<std::vector<uint8_t>> pulled; // per receive slot: a pulled region, else empty

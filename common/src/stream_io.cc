@@ -175,13 +175,25 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
             break;
         }
         // Coalesce into the last buffer not yet sent, then take fresh ones.
-        bool go = !whole || room() >= buf.size() - n;
+        bool go = !whole || room() >= buf.size() - n || inline_fits(buf.size() - n);
         while (go && n < buf.size()) {
             staging = stage_wanted(buf.size() - n);
             if (staging) {
                 if (!stage_room()) break;
                 n += stage_write(buf.data() + n, buf.size() - n);
                 continue;
+            }
+            // Nothing queued before it and a credit: straight from the caller's buffer.
+            // A whole write goes inline only as one message (its bytes stay together).
+            if (inline_payload &&
+                (whole ? inline_fits(buf.size() - n)
+                       : inline_fits(std::min<size_t>(inline_payload, buf.size() - n)))) {
+                size_t k = std::min<size_t>(inline_payload, buf.size() - n);
+                if (send_inline(buf.data() + n, k)) {
+                    n += k;
+                    continue;
+                }
+                if (t.broken) break;
             }
             if (!t.pending.empty() && !t.pending.back().zc && t.pending.back().len < payload) {
                 Out &o = t.pending.back();

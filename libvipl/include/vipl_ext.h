@@ -297,6 +297,7 @@ typedef struct {
     VIP_UINT64 DoorbellsRung; /* system calls made to wake the peer or a local waiter */
     VIP_UINT64 SpinWins;      /* waits satisfied while spinning (no sleep) */
     VIP_UINT64 Sleeps;        /* waits that slept in the kernel */
+    VIP_UINT64 InlineSends;   /* VipPostSendInline calls that sent */
 } VIP_VI_COUNTERS;
 
 /*
@@ -372,6 +373,51 @@ VIP_RETURN VipViSpinBudget(IN VIP_VI_HANDLE ViHandle, IN VIP_UINT64 BaseNanoseco
  * VipViSpinBudget.
  */
 VIP_RETURN VipViSpinOutcome(IN VIP_VI_HANDLE ViHandle, IN VIP_BOOLEAN Won);
+
+/* ---------------------------------------------------------- inline sends */
+
+/*
+ * An inline send copies its bytes into the transport during the call, as
+ * verbs' IBV_SEND_INLINE does: the memory need not be registered, may be
+ * reused as soon as the call returns, and no descriptor is posted, so none
+ * completes (VipSendDone, VipSendWait and the CQ hear nothing of it).  The
+ * peer receives an ordinary send into its next posted receive descriptor.
+ * A small message then costs no descriptor parse, no send-queue entry and
+ * no completion to take: what a request-reply protocol pays per message.
+ */
+typedef struct {
+    const void *Data;
+    VIP_UINT32 Length;
+} VIP_INLINE_SEGMENT;
+
+/* Gather list length of one inline send. */
+#define VIP_MAX_INLINE_SEGMENTS 4
+
+/*
+ * *MaxBytes: the most bytes one VipPostSendInline can carry on this VI; 0
+ * when its provider takes no inline sends (tcp) or it holds no connection.
+ * Constant while the VI stays connected.  Returns VIP_SUCCESS,
+ * VIP_INVALID_PARAMETER.  Child: as every VI call.  Signal handler: not
+ * allowed.  Threads: any.
+ */
+VIP_RETURN VipQueryViInline(IN VIP_VI_HANDLE ViHandle, OUT VIP_UINT32 *MaxBytes);
+
+/*
+ * Sends the concatenation of Segments[0 .. SegCount) (1 to
+ * VIP_MAX_INLINE_SEGMENTS, their lengths adding up to at most
+ * VipQueryViInline's maximum) as one message, copied now.  Ordered with the
+ * VI's other sends: it never overtakes one posted before it.  Returns
+ * VIP_SUCCESS (the message is on its way; counted in SendsPosted, BytesSent
+ * and InlineSends), VIP_ERROR_RESOURCE (not now, nothing sent: no room in
+ * the transport, or earlier sends still wait for room; post the message
+ * with VipPostSend instead, or later), VIP_INVALID_STATE (not Connected),
+ * VIP_INVALID_PARAMETER (bad handle, segments or length).  A failure of the
+ * connection afterwards shows as for any send: the VI enters the Error
+ * state (reliable levels).  Child: as every VI call (a shareable VI's
+ * holders may all send).  Signal handler: not allowed.  Threads: any.
+ */
+VIP_RETURN VipPostSendInline(IN VIP_VI_HANDLE ViHandle, IN const VIP_INLINE_SEGMENT *Segments,
+                             IN VIP_ULONG SegCount);
 
 /* ------------------------------------------------------- introspection */
 

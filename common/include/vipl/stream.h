@@ -92,6 +92,12 @@ struct StreamOptions {
     // call of ours (shm: VIP_VI_ENDPOINTS::PeerReadsAlone); the stage (1 MiB) is made at
     // the first such write.  0: never.
     uint32_t stage_threshold = 64 * 1024;
+    // A write with nothing queued before it and a credit at hand goes out as inline sends
+    // where the transport takes them (VipPostSendInline; shm does, up to its copy
+    // threshold): libvipl copies the bytes from the caller's buffer straight into the
+    // transport, with no send buffer, no descriptor and no completion to take.  Ordered
+    // with every other message; false: every write goes through the send buffers.
+    bool inline_sends = true;
     // Non-blocking mode: read/write return operation_would_block instead of waiting.
     bool nonblocking = false;
     // How long the destructor lets close() wait for the peer to take everything written.
@@ -134,6 +140,7 @@ struct StreamCounters {
     uint64_t bytes_out = 0;     // payload bytes handed to the VI
     uint64_t bytes_zcopy = 0;   // of bytes_out, sent from the caller's memory (zero copy)
     uint64_t bytes_staged = 0;  // of bytes_out, RDMA-read by the peer from the stage
+    uint64_t bytes_inline = 0;  // of bytes_out, copied by libvipl from the caller's memory
     uint64_t messages_in = 0;   // data messages received
     uint64_t messages_out = 0;  // data messages sent
     uint64_t control_in = 0;    // credit / fin / fin-ack messages received

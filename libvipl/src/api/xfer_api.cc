@@ -8,6 +8,8 @@
 #include "core/wait.h"
 #include "prov/provider.h"
 
+#include <algorithm>
+
 namespace vipl {
 
 // Checks what can be checked before taking the VI's lock: the descriptor must
@@ -84,6 +86,38 @@ static VIP_RETURN post(VIP_VI_HANDLE h, VIP_DESCRIPTOR *d, VIP_MEM_HANDLE mh, bo
     return ops->post_send(vi, &e, pd);
 }
 
+// The most one inline send may carry (the VI's lock held): none without a connection.
+static uint32_t inline_max_locked(Vi *vi) {
+    if (!vi->prov || !vi->nic->ops->vi->inline_max) return 0;
+    uint64_t m = vi->nic->ops->vi->inline_max(vi);
+    return static_cast<uint32_t>(std::min<uint64_t>(m, vi->attrs.MaxTransferSize));
+}
+
+static VIP_RETURN post_inline(VIP_VI_HANDLE h, const VIP_INLINE_SEGMENT *in, VIP_ULONG n) {
+    Vi *vi = find_vi(h);
+    if (!vi || !in || n == 0 || n > VIP_MAX_INLINE_SEGMENTS) return VIP_INVALID_PARAMETER;
+    // The caller's memory, read once: a length another thread changes meanwhile cannot
+    // make the copy longer than what was checked.
+    Segment segs[VIP_MAX_INLINE_SEGMENTS];
+    uint64_t len = 0;
+    for (VIP_ULONG i = 0; i < n; ++i) {
+        segs[i] = {reinterpret_cast<uint64_t>(in[i].Data), in[i].Length};
+        if (segs[i].len && !segs[i].addr) return VIP_INVALID_PARAMETER;
+        len += segs[i].len;
+    }
+    ViGuard g(vi);
+    if (!vis().still(vi, h)) return VIP_INVALID_PARAMETER;
+    if (vi->state.load(std::memory_order_relaxed) != VIP_STATE_CONNECTED) return VIP_INVALID_STATE;
+    if (len > inline_max_locked(vi)) return VIP_INVALID_PARAMETER;
+    VIP_RETURN rc = vi->nic->ops->vi->post_inline(vi, segs, static_cast<uint32_t>(n), len);
+    if (rc == VIP_SUCCESS) {
+        ++vi->counters.SendsPosted;
+        ++vi->counters.InlineSends;
+        vi->counters.BytesSent += len;
+    }
+    return rc;
+}
+
 static VIP_RETURN set_notify(VIP_VI_HANDLE h, VIP_PVOID ctx,
                              void (*fn)(VIP_PVOID, VIP_NIC_HANDLE, VIP_VI_HANDLE, VIP_DESCRIPTOR *),
                              bool recv) {
@@ -110,6 +144,22 @@ VIP_RETURN VipPostSend(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
 VIP_RETURN VipPostRecv(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR *DescriptorPtr,
                        VIP_MEM_HANDLE MemoryHandle) {
     return api_call([&] { return post(ViHandle, DescriptorPtr, MemoryHandle, true); });
+}
+
+VIP_RETURN VipPostSendInline(VIP_VI_HANDLE ViHandle, const VIP_INLINE_SEGMENT *Segments,
+                             VIP_ULONG SegCount) {
+    return api_call([&] { return post_inline(ViHandle, Segments, SegCount); });
+}
+
+VIP_RETURN VipQueryViInline(VIP_VI_HANDLE ViHandle, VIP_UINT32 *MaxBytes) {
+    return api_call([&] {
+        Vi *vi = find_vi(ViHandle);
+        if (!vi || !MaxBytes) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+        *MaxBytes = inline_max_locked(vi);
+        return VIP_SUCCESS;
+    });
 }
 
 VIP_RETURN VipSendDone(VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR **DescriptorPtr) {

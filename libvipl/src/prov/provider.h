@@ -78,6 +78,14 @@ struct ViOps {
 
     VIP_RETURN (*post_send)(Vi *vi, WqEntry *e, const PostedDesc &d);
     void (*post_recv)(Vi *vi, WqEntry *e);
+    // Inline sends (VipPostSendInline; both may be null: none).  inline_max: the most
+    // bytes one may carry while the connection lasts (0: none now).  post_inline copies
+    // the bytes of segs (len in all, at most inline_max) into the transport now, as a
+    // send the peer receives like any other, with no send-queue entry; VIP_ERROR_RESOURCE
+    // when it cannot at once (no room, or a posted send still waits for room: the
+    // inline one must not overtake it).  Called with the VI Connected.
+    uint32_t (*inline_max)(Vi *vi);
+    VIP_RETURN (*post_inline)(Vi *vi, const Segment *segs, uint32_t nseg, uint64_t len);
     // Moves data and completes entries on both queues.
     void (*progress)(Vi *vi);
     // Lock-free hint for spinning: could progress find something new?

@@ -305,6 +305,8 @@ uint64_t probe_address();
 
 // shm_send.cc
 VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d);
+uint32_t inline_max(Vi *vi);
+VIP_RETURN post_inline(Vi *vi, const Segment *segs, uint32_t nseg, uint64_t len);
 void post_recv(Vi *vi, WqEntry *e);
 void push_sends(Vi *vi, Endpoint *ep);
 void complete_acked(Vi *vi, Endpoint *ep);

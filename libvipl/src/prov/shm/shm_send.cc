@@ -336,6 +336,38 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
     return VIP_SUCCESS;
 }
 
+// An inline send is a copied send with no queue entry: it fits one record, within the
+// same limits as push_send's copies (a message over the copy threshold is cheaper for
+// the receiver to fetch with SEND-GET, which needs registered memory).
+uint32_t inline_max(Vi *vi) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return 0;
+    uint64_t fits = ep->ring_size / 2 - sizeof(RecHdr);
+    return static_cast<uint32_t>(std::min<uint64_t>(ep->copy_threshold, fits));
+}
+
+VIP_RETURN post_inline(Vi *vi, const Segment *segs, uint32_t nseg, uint64_t len) {
+    Endpoint *ep = endpoint(vi);
+    if (!ep || !ep->up) return VIP_INVALID_STATE;
+    WorkQueue &q = vi->sq;
+    // A posted send still waiting for room goes first (it may find room now).
+    if (q.cursor != q.tail) {
+        complete_acked(vi, ep);
+        push_sends(vi, ep);
+        if (q.cursor != q.tail) return VIP_ERROR_RESOURCE;
+    }
+    uint64_t bytes = sizeof(RecHdr) + len;
+    // The same reserve at the ring's end as a copied send leaves for SEND-GET records.
+    uint64_t reserve = std::min<uint64_t>(ep->ring_size / 4, kGetReserve * 64);
+    uint64_t pos = ring_reserve(ep, bytes, ep->peer_can_access_me ? ep->ring_size - reserve : 0);
+    if (pos == kNone) return VIP_ERROR_RESOURCE;
+    gather(reinterpret_cast<uint8_t *>(ring_record(ep, pos) + 1), segs, nseg, 0, len);
+    ring_publish(ep, pos, bytes, kSend, 0, static_cast<uint32_t>(len), 0);
+    ++vi->counters.CopySends;
+    ring_peer(vi, ep, kWakeRecv);
+    return VIP_SUCCESS;
+}
+
 void post_recv(Vi *, WqEntry *) {
     // Receives are matched by the receiver's own progress: nothing to tell the peer.
 }
