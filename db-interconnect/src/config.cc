@@ -54,6 +54,11 @@ const Row kRows[] = {
      &Config::recv_buffers},
     {{"DB_SEND_BUFFERS", "u32", "16", 1, 1024, "send buffers per connection"},
      &Config::send_buffers},
+    {{"DB_INLINE", "bool", "1", 0, 1,
+      "1: a send with nothing queued before it goes from the caller's buffer straight into "
+      "the shm ring (libvipl's inline send); 0: through the connection's send buffers"},
+     nullptr,
+     &Config::inline_sends},
     {{"DB_LINGER_MS", "u32", "5000", 0, 600000,
       "how long the last close of a connection waits for the peer to take what was written"},
      &Config::linger_ms},

@@ -194,6 +194,7 @@ vipl::StreamOptions stream_options(int family) {
     vipl::StreamOptions o;
     o.recv_buffers = c.recv_buffers;
     o.send_buffers = c.send_buffers;
+    o.inline_sends = c.inline_sends;
     o.buffer_size = c.buffer_size;
     o.spin_us = c.spin_us;
     o.linger = std::chrono::milliseconds(c.linger_ms);
