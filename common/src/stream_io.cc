@@ -194,6 +194,8 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
                     continue;
                 }
                 if (t.broken) break;
+                // The transport is full: a whole write waits for room for all of it.
+                if (whole && room() < buf.size() - n) break;
             }
             if (!t.pending.empty() && !t.pending.back().zc && t.pending.back().len < payload) {
                 Out &o = t.pending.back();
