@@ -185,10 +185,8 @@ std::size_t Stream::Impl::write_copy(std::span<const std::byte> buf, Deadline de
             }
             // Nothing queued before it and a credit: straight from the caller's buffer.
             // A whole write goes inline only as one message (its bytes stay together).
-            if (inline_payload &&
-                (whole ? inline_fits(buf.size() - n)
-                       : inline_fits(std::min<size_t>(inline_payload, buf.size() - n)))) {
-                size_t k = std::min<size_t>(inline_payload, buf.size() - n);
+            size_t k = std::min<size_t>(inline_payload, buf.size() - n);
+            if (inline_payload && inline_fits(whole ? buf.size() - n : k)) {
                 if (send_inline(buf.data() + n, k)) {
                     n += k;
                     continue;

@@ -109,6 +109,20 @@ Push push_fragments(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d, RecTy
     return Push::done;
 }
 
+// A send copied whole into one record: its position, or kNone when the ring lacks room.
+// `keep_reserve`: the ring's last records stay free for SEND-GET (see push_send).
+uint64_t copy_send(Vi *vi, Endpoint *ep, const Segment *segs, uint32_t nseg, uint64_t len,
+                   bool keep_reserve, bool imm, uint32_t imm_data) {
+    uint64_t bytes = sizeof(RecHdr) + len;
+    uint64_t reserve = std::min<uint64_t>(ep->ring_size / 4, kGetReserve * 64);
+    uint64_t pos = ring_reserve(ep, bytes, keep_reserve ? ep->ring_size - reserve : 0);
+    if (pos == kNone) return kNone;
+    gather(reinterpret_cast<uint8_t *>(ring_record(ep, pos) + 1), segs, nseg, 0, len);
+    ring_publish(ep, pos, bytes, kSend, imm ? kRecImm : 0, static_cast<uint32_t>(len), imm_data);
+    ++vi->counters.CopySends;
+    return pos;
+}
+
 Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     uint64_t len = d.length;
     uint64_t bytes = sizeof(RecHdr) + len;
@@ -125,15 +139,9 @@ Push push_send(Vi *vi, Endpoint *ep, WqEntry &e, const PostedDesc &d) {
     if (!can_get || (len <= ep->copy_threshold && bytes <= ep->ring_size / 2)) {
         if (bytes > ep->ring_size / 2 || (e.flags & kWqStarted))
             return push_fragments(vi, ep, e, d, kSendFrag);
-        uint64_t reserve = std::min<uint64_t>(ep->ring_size / 4, kGetReserve * 64);
-        uint64_t pos = ring_reserve(ep, bytes, can_get ? ep->ring_size - reserve : 0);
+        uint64_t pos = copy_send(vi, ep, d.segs, d.nseg, len, can_get, d.imm, d.imm_data);
         if (pos != kNone) {
-            RecHdr *r = ring_record(ep, pos);
-            gather(reinterpret_cast<uint8_t *>(r + 1), d.segs, d.nseg, 0, len);
-            ring_publish(ep, pos, bytes, kSend, d.imm ? kRecImm : 0, static_cast<uint32_t>(len),
-                         d.imm_data);
             started(e, pos, ep->produced);
-            ++vi->counters.CopySends;
             pushed(vi, ep, e, reliable_reception(ep));
             return Push::done;
         }
@@ -356,14 +364,9 @@ VIP_RETURN post_inline(Vi *vi, const Segment *segs, uint32_t nseg, uint64_t len)
         push_sends(vi, ep);
         if (q.cursor != q.tail) return VIP_ERROR_RESOURCE;
     }
-    uint64_t bytes = sizeof(RecHdr) + len;
     // The same reserve at the ring's end as a copied send leaves for SEND-GET records.
-    uint64_t reserve = std::min<uint64_t>(ep->ring_size / 4, kGetReserve * 64);
-    uint64_t pos = ring_reserve(ep, bytes, ep->peer_can_access_me ? ep->ring_size - reserve : 0);
-    if (pos == kNone) return VIP_ERROR_RESOURCE;
-    gather(reinterpret_cast<uint8_t *>(ring_record(ep, pos) + 1), segs, nseg, 0, len);
-    ring_publish(ep, pos, bytes, kSend, 0, static_cast<uint32_t>(len), 0);
-    ++vi->counters.CopySends;
+    if (copy_send(vi, ep, segs, nseg, len, ep->peer_can_access_me, false, 0) == kNone)
+        return VIP_ERROR_RESOURCE;
     ring_peer(vi, ep, kWakeRecv);
     return VIP_SUCCESS;
 }
