@@ -39,8 +39,17 @@ using SockIo = ssize_t (*)(Sock *, int, const iovec *, int, int) noexcept;
 // the socket is interposed and still the one in the slot, else the kernel's call.
 template <SockIo io, class Kernel>
 ssize_t through(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
+    if (fd_direct(fd)) return kernel();
     Sock *s = tracked(fd);
-    if (!s || kernel_only(s)) return kernel();
+    if (!s) return kernel();
+    if (kernel_only(s)) {
+        // A plain socket stays plain: its later calls skip the table (files.h).
+        if (s->state.load(std::memory_order_acquire) == SockState::plain) {
+            FileRef ref(fd_acquire(fd));
+            if (ref.get() == s && kernel_only(s)) fd_mark_direct(fd, s);
+        }
+        return kernel();
+    }
     FileRef ref(fd_acquire(fd));
     if (ref.get() != s) return kernel();
     ssize_t r;

@@ -20,8 +20,10 @@ void remaining(Deadline dl, timeval *tv) {
     tv->tv_usec = us % 1000000;
 }
 
-template <class Kernel>
-int wait_epoll(int epfd, epoll_event *ev, int max, Deadline dl, const sigset_t *mask,
+// deadline: computed only for a set this library waits on itself (a set of kernel
+// sockets only costs the program no clock read).
+template <class DeadlineFn, class Kernel>
+int wait_epoll(int epfd, epoll_event *ev, int max, DeadlineFn deadline, const sigset_t *mask,
                Kernel kernel) {
     if (passthrough()) return kernel();
     linger_reap();
@@ -30,7 +32,7 @@ int wait_epoll(int epfd, epoll_event *ev, int max, Deadline dl, const sigset_t *
     FileRef ref(fd_acquire(epfd));
     if (ref.get() != set) return kernel();
     Inside in;
-    return guarded([&] { return epoll_wait_set(set, epfd, ev, max, dl, mask); }, -1);
+    return guarded([&] { return epoll_wait_set(set, epfd, ev, max, deadline(), mask); }, -1);
 }
 
 } // namespace
@@ -133,20 +135,23 @@ __attribute__((visibility("default"))) int epoll_ctl(int epfd, int op, int fd, e
 }
 
 __attribute__((visibility("default"))) int epoll_wait(int epfd, epoll_event *ev, int max, int ms) {
-    return wait_epoll(epfd, ev, max, deadline_after_ms(ms), nullptr,
-                      [&] { return real().epoll_wait(epfd, ev, max, ms); });
+    return wait_epoll(
+        epfd, ev, max, [&] { return deadline_after_ms(ms); }, nullptr,
+        [&] { return real().epoll_wait(epfd, ev, max, ms); });
 }
 
 __attribute__((visibility("default"))) int epoll_pwait(int epfd, epoll_event *ev, int max, int ms,
                                                        const sigset_t *mask) {
-    return wait_epoll(epfd, ev, max, deadline_after_ms(ms), mask,
-                      [&] { return real().epoll_pwait(epfd, ev, max, ms, mask); });
+    return wait_epoll(
+        epfd, ev, max, [&] { return deadline_after_ms(ms); }, mask,
+        [&] { return real().epoll_pwait(epfd, ev, max, ms, mask); });
 }
 
 __attribute__((visibility("default"))) int epoll_pwait2(int epfd, epoll_event *ev, int max,
                                                         const timespec *ts, const sigset_t *mask) {
-    return wait_epoll(epfd, ev, max, deadline_after(ts), mask,
-                      [&] { return real().epoll_pwait2(epfd, ev, max, ts, mask); });
+    return wait_epoll(
+        epfd, ev, max, [&] { return deadline_after(ts); }, mask,
+        [&] { return real().epoll_pwait2(epfd, ev, max, ts, mask); });
 }
 
 } // extern "C"
