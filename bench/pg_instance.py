@@ -94,10 +94,12 @@ class Instance:
 
     def env(self, side):
         """Both ends of a connection across namespaces name the server as remote.  Clients
-        ask for no TLS (the servers have none): no SSLRequest round trip on any link."""
+        ask for no TLS (the servers have none): no SSLRequest round trip on any link.  The
+        link's own settings go to both ends."""
         env = {"PGSSLMODE": "disable"} if side == "client" else {}
         if self.link.vipl and self.link.netns:
             env["VIPL_DB_REMOTE"] = f"tcp:{self.net.addrs[1]}:*"
+        env.update(self.link.env)
         return env
 
     def netns(self, side):

@@ -26,14 +26,32 @@ SETTINGS = [
 ]
 
 
+PLACEMENTS = {"cross": (0, 1), "same": (0, 0)}  # (client CPU, server CPU)
+PLACEMENT_LABEL = {"cross": "2 cores", "same": "1 core"}
+
+
 class Link:
     """How a client reaches a server: host = same network namespace; vipl = both under
     vipl-run; via = the unix socket (the instance's socket directory) or TCP; before =
-    under the vipl-run of bench/build_before.sh (the interconnect before the stream work)."""
+    under the vipl-run of bench/build_before.sh (the interconnect before the stream work);
+    env: more environment for both ends; placements: where it runs (default all)."""
 
-    def __init__(self, name, label, netns, vipl, via, before=False):
+    def __init__(self, name, label, netns, vipl, via, before=False, env=None, placements=None):
         self.name, self.label, self.netns, self.vipl, self.via = name, label, netns, vipl, via
-        self.before = before
+        self.before, self.env = before, dict(env or {})
+        self.placements = placements or list(PLACEMENTS)
+
+    def rides(self, placement):
+        """What each client connection of this link rides: the interconnect keeps a
+        connection whose two ends share one CPU only on the kernel socket (the
+        interposer's placement rule, VIPL_DB_ONE_CPU), unless told otherwise; the build
+        before that rule always rode vipl."""
+        if not self.vipl:
+            return "kernel"
+        c, s = PLACEMENTS[placement]
+        if c == s and not self.before and self.env.get("VIPL_DB_ONE_CPU") != "1":
+            return "kernel"
+        return "tcp" if self.netns else "shm"
 
 
 LINKS = [
@@ -44,10 +62,14 @@ LINKS = [
     Link("pg-vipl-ns", "interconnect (tcp provider) across namespaces", True, True, "tcp"),
     Link("pg-vipl-before", "interconnect before the stream work", False, True, "unix",
          before=True),
+    # What the placement rule keeps off on one core, measured beside it.
+    Link("pg-vipl-1cpu", "interconnect held on shm (VIPL_DB_ONE_CPU=1)", False, True, "unix",
+         env={"VIPL_DB_ONE_CPU": "1"}, placements=["same"]),
 ]
 LINK = {link.name: link for link in LINKS}
 # Links measured next to each other (the targets divide within a group).
-LINK_GROUPS = [["pg-unix", "pg-vipl", "pg-tcp", "pg-vipl-before"], ["pg-tcp-ns", "pg-vipl-ns"]]
+LINK_GROUPS = [["pg-unix", "pg-vipl", "pg-tcp", "pg-vipl-before", "pg-vipl-1cpu"],
+               ["pg-tcp-ns", "pg-vipl-ns"]]
 # The before link runs in every other round (1, 3, 5, ...): four rounds of seven show its
 # ratios to today's interconnect, measured beside it, and keep the main job within 30 min.
 BEFORE_EVERY = 2
@@ -70,8 +92,6 @@ WORKLOADS = [
     Workload("tpcb", "TPC-B, 8 clients", 8),
 ]
 COPY_LABEL = "COPY 100 MB out"
-PLACEMENTS = {"cross": (0, 1), "same": (0, 0)}  # (client CPU, server CPU)
-PLACEMENT_LABEL = {"cross": "2 cores", "same": "1 core"}
 
 # Percentiles of each run's transaction latencies kept in results.csv (pg_<w>_lat_q<q>):
 # the report plots their medians over rounds as each link's latency distribution.

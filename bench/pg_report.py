@@ -11,7 +11,7 @@ import pg_plan as plan
 from pg_plan import COPY_BYTES, LINKS, PLACEMENT_LABEL, PLACEMENTS, TARGETS, WORKLOADS
 
 BASE = {"pg-unix": None, "pg-tcp": "pg-unix", "pg-vipl": "pg-unix", "pg-tcp-ns": None,
-        "pg-vipl-ns": "pg-tcp-ns", "pg-vipl-before": "pg-unix"}  # what each link's ratio divides by
+        "pg-vipl-ns": "pg-tcp-ns", "pg-vipl-before": "pg-unix", "pg-vipl-1cpu": "pg-unix"}  # what each link's ratio divides by
 
 
 def fmt(v, digits=1):
@@ -77,7 +77,14 @@ def section(rep):
              "each round (in groups that are measured side by side, rotated round by round); "
              "every figure is the median "
              "over rounds. Ratios: the interconnect over the unix socket and TCP loopback "
-             "over the unix socket; across namespaces the tcp provider over plain TCP.", "")
+             "over the unix socket; across namespaces the tcp provider over plain TCP.", "",
+             "On 1 core the interconnect keeps every connection on the kernel socket by "
+             "default: both ends may run only on the same CPU, so neither can poll while the "
+             "other works, and the kernel's wake-up is cheaper than shared memory's "
+             "bookkeeping found cold after each switch (`db-interconnect/src/placement.h`; "
+             "the runs check that every client connection rode what its link should). The "
+             "row *interconnect held on shm* (`VIPL_DB_ONE_CPU=1`) shows what that rule "
+             "avoids, measured beside it.", "")
     before_rows = []
     for text, name, clients, placement, unix, tcp in plan.BEFORE:
         u = g(f"pg_{name}_tps", "pg-unix", placement, clients)

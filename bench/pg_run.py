@@ -27,7 +27,6 @@ from pg_proc import (Perf, ProbeError, Snap, call_event, cmdline, grown, sleep_u
 
 TPCB_RESET = ["VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history"]
 MIN_WINDOW_S = 0.25
-TRANS = {False: "shm", True: "tcp"}  # what an interposed connection rides, by link.netns
 # What one run may raise: it fails that row of the report, the run goes on.
 RUN_ERRORS = (PgError, ProbeError, OSError, ValueError, subprocess.SubprocessError)
 
@@ -169,13 +168,14 @@ class PgPart:
             shutil.rmtree(self.root, ignore_errors=True)
 
     # ------------------------------------------------------------ rounds
-    def order(self):
-        """Links of this round: the host's and the namespaces' groups in turn, each group
-        rotated round by round, so every ratio's two links run close together and neither
-        always first."""
+    def order(self, placement):
+        """Links of this round and placement: the host's and the namespaces' groups in
+        turn, each group rotated round by round, so every ratio's two links run close
+        together and neither always first."""
         k = self.r.round
         skip = set() if k % plan.BEFORE_EVERY == 1 else {
             link.name for link in LINKS if link.before}
+        skip |= {link.name for link in LINKS if placement not in link.placements}
         groups = [[n for n in names if n not in skip] for names in plan.LINK_GROUPS]
         groups = [names[k % len(names):] + names[:k % len(names)] for names in groups]
         if k % 2:
@@ -185,11 +185,11 @@ class PgPart:
     def round(self):
         for placement in PLACEMENTS:
             for w in WORKLOADS:
-                for link in self.order():
+                for link in self.order(placement):
                     inst = self.usable(f"pg_{w.name}", link, placement)
                     if inst:
                         self.pgbench(inst, w, placement)
-            for link in self.order():
+            for link in self.order(placement):
                 inst = self.usable("pg_copy", link, placement)
                 if inst:
                     self.copy(inst, placement)
@@ -227,7 +227,7 @@ class PgPart:
                 if w.name == "tpcb":
                     inst.admin(*TPCB_RESET)
                 win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf)
-            self.check_links(inst, win, w.clients)
+            self.check_links(inst, win, w.clients, placement)
         except RUN_ERRORS as e:
             self.r.fail(bench, link.name, placement, why(e))
             return
@@ -300,11 +300,13 @@ class PgPart:
         out.seek(0)
         return out.read().strip().replace("\n", " | ")[-300:]
 
-    def check_links(self, inst, win, clients):
-        """An interconnect row counts only if every client connection rode vipl."""
+    def check_links(self, inst, win, clients, placement):
+        """An interconnect row counts only if every client connection rode what its link
+        and placement say (Link.rides): vipl, or the kernel where the placement rule keeps
+        the connection there (each interposed connection has a row either way)."""
         if not inst.link.vipl:
             return
-        want = TRANS[inst.link.netns]
+        want = inst.link.rides(placement)
         rows = [r for (pid, _), r in win.s2.stat.items() if pid in win.client]
         rode = sum(1 for r in rows if r["trans"] == want)
         if rode < clients:
@@ -324,7 +326,7 @@ class PgPart:
         try:
             inst.pin(s)
             win, ms = self.copy_window(inst, inst.client(c, argv), perf)
-            self.check_links(inst, win, 1)
+            self.check_links(inst, win, 1, placement)
         except RUN_ERRORS as e:
             self.r.fail("pg_copy", link.name, placement, why(e))
             return

@@ -57,11 +57,18 @@ class Link:
         self.env = env or {}  # the servers' environment (VIPL_DB_* settings)
 
 
+# Nodes stand for hosts: with more nodes than CPUs two share one, where the interposer
+# would keep their links on the kernel socket (db-interconnect/src/placement.h); the
+# table measures each link's own transport.
+NODE_LINK_ENV = {"VIPL_DB_ONE_CPU": "1"}
+
 LINKS = [
     Link("tcp-veth", "TCP over veth (namespaces)", True, False, "tcp", "kernel"),
     Link("unix", "unix socket (one host)", False, False, "unix", "kernel"),
-    Link("vipl-shm", "interconnect, shm provider (one host)", False, True, "unix", "shm"),
-    Link("vipl-tcp", "interconnect, tcp provider over veth", True, True, "tcp", "tcp"),
+    Link("vipl-shm", "interconnect, shm provider (one host)", False, True, "unix", "shm",
+         NODE_LINK_ENV),
+    Link("vipl-tcp", "interconnect, tcp provider over veth", True, True, "tcp", "tcp",
+         NODE_LINK_ENV),
 ]
 LINK = {link.name: link for link in LINKS}
 BASE = "one-node"  # the CSV's transport of the 1-node baseline

@@ -59,6 +59,12 @@ const Row kRows[] = {
       "the shm ring (libvipl's inline send); 0: through the connection's send buffers"},
      nullptr,
      &Config::inline_sends},
+    {{"DB_ONE_CPU", "bool", "0", 0, 1,
+      "1: ride vipl also when client and server may run only on one and the same CPU; 0: "
+      "such a connection stays on the kernel socket, which is faster there (no end can "
+      "poll while the other runs); either end's 1 decides"},
+     nullptr,
+     &Config::one_cpu},
     {{"DB_LINGER_MS", "u32", "5000", 0, 600000,
       "how long the last close of a connection waits for the peer to take what was written"},
      &Config::linger_ms},

@@ -28,6 +28,7 @@ struct Config {
     uint32_t recv_buffers = 16;
     uint32_t send_buffers = 16;
     bool inline_sends = true;
+    bool one_cpu = false; // ride vipl even when both ends share one CPU only (placement.h)
     uint32_t linger_ms = 5000;
     uint32_t negotiate_ms = 2000;
     uint32_t log = 0; // 0 errors, 1 + fallbacks and warnings, 2 + every connection

@@ -74,6 +74,9 @@ void encode_hello(const Hello &h, uint8_t out[kHelloSize]) noexcept {
     std::memcpy(out + 16, h.token, 16);
     std::memcpy(out + 32, h.secret, 16);
     put32(out + 48, h.buffer_size);
+    put32(out + 52, h.cpu);
+    put32(out + 56, h.host);
+    put32(out + 60, h.group);
     seal_frame(out, kHelloSize);
 }
 
@@ -106,13 +109,16 @@ Parse parse_hello(std::span<const uint8_t> in, Hello *out) noexcept {
     Parse p = frame(in, kHelloMagic, kHelloSize);
     if (p != Parse::ok) return p;
     const uint8_t *b = in.data();
-    if (!valid_provider(b[12]) || !zero(b + 13, 3) || !zero(b + 52, 8)) return Parse::bad;
+    if (!valid_provider(b[12]) || !zero(b + 13, 3) || !zero(b + 64, 4)) return Parse::bad;
     uint32_t size = get32(b + 48);
     if (size == 0) return Parse::bad;
     out->provider = static_cast<Provider>(b[12]);
     std::memcpy(out->token, b + 16, 16);
     std::memcpy(out->secret, b + 32, 16);
     out->buffer_size = size;
+    out->cpu = get32(b + 52);
+    out->host = get32(b + 56);
+    out->group = get32(b + 60);
     return Parse::ok;
 }
 
@@ -120,7 +126,7 @@ Parse parse_reply(std::span<const uint8_t> in, Reply *out) noexcept {
     Parse p = frame(in, kReplyMagic, kReplySize);
     if (p != Parse::ok) return p;
     const uint8_t *b = in.data();
-    if (b[12] > static_cast<uint8_t>(Status::bad_version) || !valid_provider(b[13]) ||
+    if (b[12] > static_cast<uint8_t>(Status::one_cpu) || !valid_provider(b[13]) ||
         !zero(b + 14, 2) || !zero(b + 20, 8))
         return Parse::bad;
     out->status = static_cast<Status>(b[12]);

@@ -11,17 +11,21 @@
 // interconnect, and a server writes a REPLY only to a client that sent a HELLO.
 //
 // Wire format (byte-order neutral: every integer big-endian):
-//   HELLO, 64 bytes                           REPLY, 32 bytes
+//   HELLO, 72 bytes                           REPLY, 32 bytes
 //    0  8 magic "VIPLHELO"                     0  8 magic "VIPLRPLY"
-//    8  2 version (1)                          8  2 version (1)
-//   10  2 length (64)                         10  2 length (32)
+//    8  2 version (2)                          8  2 version (2)
+//   10  2 length (72)                         10  2 length (32)
 //   12  1 provider wanted (1 shm, 2 tcp)      12  1 status (Status below)
 //   13  3 zero                                13  1 provider (1 shm, 2 tcp)
 //   16 16 token: names the rendezvous         14  2 zero
 //   32 16 secret: first bytes on the stream   16  4 buffer size the server takes
 //   48  4 buffer size (stream payload bytes)  20  8 zero
-//   52 8+4 zero                               28  4 check: FNV-1a of bytes 0..27
-//   60  4 check: FNV-1a of bytes 0..59
+//   52  4 cpu: the client's only CPU plus     28  4 check: FNV-1a of bytes 0..27
+//          one (0: several, or unsaid)
+//   56  4 host: the client's kernel (placement.h; 0: unsaid)
+//   60  4 group: the client's scheduling group on that kernel (placement.h; 0: unsaid)
+//   64  4 zero
+//   68  4 check: FNV-1a of bytes 0..67
 // The HELLO's first four bytes read as a big-endian length are above 10,000, so a plain
 // PostgreSQL server that received one by mistake (a wrong rule) refuses it at once.
 //
@@ -41,21 +45,26 @@ namespace vipl::db {
 enum class Provider : uint8_t { shm = 1, tcp = 2 };
 
 enum class Status : uint8_t {
-    ok = 0,         // a rendezvous waits: connect to it
-    plain = 1,      // the server keeps the kernel connection (no resources, disabled...)
-    bad_version = 2 // the server speaks no version the client offered: plain
+    ok = 0,          // a rendezvous waits: connect to it
+    plain = 1,       // the server keeps the kernel connection (no resources, disabled...)
+    bad_version = 2, // the server speaks no version the client offered: plain
+    one_cpu = 3      // client and server run on one and the same CPU only: the kernel
+                     // connection is the faster there (placement.h), plain
 };
 
-constexpr std::size_t kHelloSize = 64;
+constexpr std::size_t kHelloSize = 72;
 constexpr std::size_t kReplySize = 32;
 constexpr std::size_t kMagicSize = 8;
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 
 struct Hello {
     Provider provider = Provider::shm;
     uint8_t token[16] = {};
     uint8_t secret[16] = {};
     uint32_t buffer_size = 0;
+    uint32_t cpu = 0;   // the client's only CPU plus one; 0: several, or not said
+    uint32_t host = 0;  // placement.h's tag of the client's kernel; 0: not said
+    uint32_t group = 0; // placement.h's tag of the client's scheduling group; 0: not said
 };
 
 struct Reply {

@@ -5,6 +5,7 @@
 #include "kernel_io.h"
 #include "log.h"
 #include "marker.h"
+#include "placement.h"
 #include "real.h"
 #include "stats.h"
 
@@ -173,6 +174,7 @@ bool client_decide(Sock *s, int fd, const uint8_t *buf, ssize_t n) {
     if (r.status != Status::ok) {
         go_plain(s, fd,
                  r.status == Status::bad_version ? "server speaks another version"
+                 : r.status == Status::one_cpu   ? "client and server run on one CPU only"
                                                  : "server declined");
         return true;
     }
@@ -255,7 +257,12 @@ void serve(Sock *s, int fd, const Hello &h) {
     o.device = device;
     vipl::Listener l;
     std::error_code ec;
-    if (h.provider == Provider::shm && !same_host(fd)) {
+    if (placement_kernel(h)) {
+        VIPL_DB_INFO("fd %d: client and server run on CPU %u only, in two scheduling groups: "
+                     "the kernel socket",
+                     fd, h.cpu - 1);
+        r.status = Status::one_cpu;
+    } else if (h.provider == Provider::shm && !same_host(fd)) {
         VIPL_DB_WARN("fd %d: a shm hello from another host", fd);
     } else {
         l = vipl::Listener::bind(u, ec, o);
@@ -442,6 +449,7 @@ void client_connected(Sock *s, int fd) noexcept {
         Hello &h = s->hello;
         h.provider = route;
         h.buffer_size = config().buffer_size;
+        placement_say(&h);
         if (!random_bytes(h.token, sizeof h.token) || !random_bytes(h.secret, sizeof h.secret)) {
             why = "no random bytes for the hello";
         } else {

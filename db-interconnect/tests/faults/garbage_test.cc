@@ -24,13 +24,14 @@ namespace {
 
 // A well-formed HELLO, written from the format in src/hello.h (not with its encoder).
 std::string hello(bool good_check) {
-    uint8_t m[64] = {'V', 'I', 'P', 'L', 'H', 'E', 'L', 'O', 0, 1, 0, 64, 1};
+    uint8_t m[72] = {'V', 'I', 'P', 'L', 'H', 'E', 'L', 'O', 0, 2, 0, 72, 1};
     for (int i = 16; i < 48; ++i) m[i] = static_cast<uint8_t>(i * 37 + 11);
     m[48] = 0, m[49] = 1, m[50] = 0, m[51] = 0; // 65536-byte buffers
+    m[55] = 1;                                  // the client may run on CPU 0 only
     uint32_t h = 2166136261u;
-    for (int i = 0; i < 60; ++i) h = (h ^ m[i]) * 16777619u;
+    for (int i = 0; i < 68; ++i) h = (h ^ m[i]) * 16777619u;
     if (!good_check) h ^= 1;
-    for (int i = 0; i < 4; ++i) m[60 + i] = static_cast<uint8_t>(h >> (24 - 8 * i));
+    for (int i = 0; i < 4; ++i) m[68 + i] = static_cast<uint8_t>(h >> (24 - 8 * i));
     return std::string(reinterpret_cast<char *>(m), sizeof m);
 }
 
