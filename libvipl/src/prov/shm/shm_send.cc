@@ -328,6 +328,7 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
     Endpoint *ep = endpoint(vi);
     WorkQueue &q = vi->sq;
     uint64_t index = q.tail - 1;
+    const uint64_t produced = ep->produced;
     if (!ep->up) {
         // The transport failed after the state check: flushed like the rest.
         wq_complete(vi, q, *e, status_op_bits(d.op, false) | VIP_STATUS_DESC_FLUSHED_ERROR, 0);
@@ -340,7 +341,10 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
         complete_acked(vi, ep);
         push_sends(vi, ep);
     }
-    if (ep->up) ring_peer(vi, ep, kWakeRecv);
+    // Only records wake the peer: an RDMA read or write done by cross-memory copy, or a
+    // send still waiting for room, gives it nothing to take (a stream's writer waiting for
+    // its reader's answer would wake for nothing while the reader fetches its region).
+    if (ep->up && ep->produced != produced) ring_peer(vi, ep, kWakeRecv);
     return VIP_SUCCESS;
 }
 
