@@ -39,9 +39,15 @@ using SockIo = ssize_t (*)(Sock *, int, const iovec *, int, int) noexcept;
 // the socket is interposed and still the one in the slot, else the kernel's call.
 template <SockIo io, class Kernel>
 ssize_t through(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
-    if (fd_direct(fd)) return kernel();
-    Sock *s = tracked(fd);
-    if (!s) return kernel();
+    if (fd_direct(fd) || passthrough()) return kernel();
+    File *f = fd_peek(fd);
+    Sock *s = as_sock(f);
+    if (!s) {
+        // Nothing of ours here (a file, a pipe, a socket not interposed): its later calls
+        // skip the table until the slot changes.
+        if (!f) fd_mark_direct(fd, nullptr);
+        return kernel();
+    }
     if (kernel_only(s)) {
         // A plain socket stays plain: its later calls skip the table (files.h).
         if (s->state.load(std::memory_order_acquire) == SockState::plain) {
@@ -70,18 +76,40 @@ ssize_t out(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
     return through<sock_send>(fd, iov, n, flags, kernel);
 }
 
+// The busiest wrappers look at fd_direct's byte first and go straight to the kernel for its
+// descriptors (one load, a tail call, no frame); the rest is out of line.
+__attribute__((noinline)) ssize_t read_slow(int fd, void *buf, size_t len) {
+    iovec v{buf, len};
+    return in(fd, &v, 1, 0, [&] { return real().read(fd, buf, len); });
+}
+
+__attribute__((noinline)) ssize_t write_slow(int fd, const void *buf, size_t len) {
+    iovec v{const_cast<void *>(buf), len};
+    return out(fd, &v, 1, 0, [&] { return real().write(fd, buf, len); });
+}
+
+__attribute__((noinline)) ssize_t recv_slow(int fd, void *buf, size_t len, int flags) {
+    iovec v{buf, len};
+    return in(fd, &v, 1, flags, [&] { return real().recv(fd, buf, len, flags); });
+}
+
+__attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size_t len, int flags) {
+    iovec v{const_cast<void *>(buf), len};
+    return out(fd, &v, 1, flags, [&] { return real().send(fd, buf, len, flags); });
+}
+
 } // namespace
 
 extern "C" {
 
 __attribute__((visibility("default"))) ssize_t read(int fd, void *buf, size_t len) {
-    iovec v{buf, len};
-    return in(fd, &v, 1, 0, [&] { return real().read(fd, buf, len); });
+    if (__builtin_expect(fd_direct(fd), 1)) return real().read(fd, buf, len);
+    return read_slow(fd, buf, len);
 }
 
 __attribute__((visibility("default"))) ssize_t write(int fd, const void *buf, size_t len) {
-    iovec v{const_cast<void *>(buf), len};
-    return out(fd, &v, 1, 0, [&] { return real().write(fd, buf, len); });
+    if (__builtin_expect(fd_direct(fd), 1)) return real().write(fd, buf, len);
+    return write_slow(fd, buf, len);
 }
 
 __attribute__((visibility("default"))) ssize_t readv(int fd, const iovec *iov, int n) {
@@ -93,14 +121,14 @@ __attribute__((visibility("default"))) ssize_t writev(int fd, const iovec *iov, 
 }
 
 __attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t len, int flags) {
-    iovec v{buf, len};
-    return in(fd, &v, 1, flags, [&] { return real().recv(fd, buf, len, flags); });
+    if (__builtin_expect(fd_direct(fd), 1)) return real().recv(fd, buf, len, flags);
+    return recv_slow(fd, buf, len, flags);
 }
 
 __attribute__((visibility("default"))) ssize_t send(int fd, const void *buf, size_t len,
                                                     int flags) {
-    iovec v{const_cast<void *>(buf), len};
-    return out(fd, &v, 1, flags, [&] { return real().send(fd, buf, len, flags); });
+    if (__builtin_expect(fd_direct(fd), 1)) return real().send(fd, buf, len, flags);
+    return send_slow(fd, buf, len, flags);
 }
 
 __attribute__((visibility("default"))) ssize_t recvfrom(int fd, void *buf, size_t len, int flags,

@@ -4,6 +4,10 @@
 
 namespace vipl::db {
 
+// fd_direct's marks, one byte per fd number: of these 4 MiB only the pages of numbers in
+// use are ever touched (the first page covers fds 0 to 4095).
+std::atomic<uint8_t> detail::g_direct[kMaxFd];
+
 namespace {
 
 constexpr int kChunkBits = 10;
@@ -14,9 +18,6 @@ using Slot = std::atomic<File *>;
 
 std::atomic<Slot *> g_top[kTop];
 std::atomic<int> g_highest{-1};
-// fd_direct's marks, one byte per fd number: of these 4 MiB only the pages of numbers in
-// use are ever touched (the first page covers fds 0 to 4095).
-std::atomic<uint8_t> g_direct[kMaxFd];
 
 Slot *chunk(int fd, bool create) {
     std::atomic<Slot *> &top = g_top[fd >> kChunkBits];
@@ -76,7 +77,7 @@ File *fd_install(int fd, File *f) noexcept {
     while (fd > h && !g_highest.compare_exchange_weak(h, fd)) {
     }
     File *old = s->exchange(f, std::memory_order_seq_cst);
-    g_direct[fd].store(0, std::memory_order_seq_cst);
+    detail::g_direct[fd].store(0, std::memory_order_seq_cst);
     if (old) old->slots.fetch_sub(1, std::memory_order_relaxed);
     return old;
 }
@@ -84,24 +85,21 @@ File *fd_install(int fd, File *f) noexcept {
 File *fd_remove(int fd) noexcept {
     Slot *s = slot(fd, false);
     File *old = s ? s->exchange(nullptr, std::memory_order_seq_cst) : nullptr;
-    if (s) g_direct[fd].store(0, std::memory_order_seq_cst);
+    if (s) detail::g_direct[fd].store(0, std::memory_order_seq_cst);
     if (old) old->slots.fetch_sub(1, std::memory_order_relaxed);
     return old;
 }
 
-bool fd_direct(int fd) noexcept {
-    return static_cast<unsigned>(fd) < static_cast<unsigned>(kMaxFd) &&
-           g_direct[fd].load(std::memory_order_acquire);
-}
-
 void fd_mark_direct(int fd, const File *f) noexcept {
-    Slot *s = slot(fd, false);
-    if (!s) return;
+    if (fd < 0 || fd >= kMaxFd) return;
     // Mark, then look: a slot change that the look misses comes after the mark, and the
-    // change clears it (both sides sequentially consistent).  The caller's reference
-    // keeps f from being reused at this number meanwhile.
-    g_direct[fd].store(1, std::memory_order_seq_cst);
-    if (s->load(std::memory_order_seq_cst) != f) g_direct[fd].store(0, std::memory_order_seq_cst);
+    // change clears it (every step sequentially consistent, the chunk's lookup too: a
+    // slot in a chunk not mapped yet is empty).  The caller's reference keeps f from
+    // being reused at this number meanwhile.
+    detail::g_direct[fd].store(1, std::memory_order_seq_cst);
+    Slot *c = g_top[fd >> kChunkBits].load(std::memory_order_seq_cst);
+    File *now = c ? c[fd & (kChunk - 1)].load(std::memory_order_seq_cst) : nullptr;
+    if (now != f) detail::g_direct[fd].store(0, std::memory_order_seq_cst);
 }
 
 void file_acquire(File *f) noexcept {

@@ -41,12 +41,19 @@ File *fd_install(int fd, File *f) noexcept;
 // Empties slot fd; returns its reference (the caller releases it), or null.
 File *fd_remove(int fd) noexcept;
 
-// Data calls on a socket that stays the kernel's for good (a plain one, nothing of ours
-// left to give back) should cost the program nothing more than the kernel's own:
-// fd_direct reads one byte per fd number, no table walk and no File.  fd_mark_direct(fd,
-// f), called with a reference on f, sets it while slot fd still holds f; any change of
-// the slot clears it.  Both async-signal-safe.
-bool fd_direct(int fd) noexcept;
+// Data calls on a descriptor that stays the kernel's for good (no state behind it, or a
+// plain socket with nothing of ours left to give back) should cost the program nothing
+// more than the kernel's own: fd_direct reads one byte per fd number, no table walk and
+// no File.  fd_mark_direct(fd, f), called with a reference on f (or f null: an empty
+// slot), sets it while slot fd still holds f; any change of the slot clears it.  Both
+// async-signal-safe.
+namespace detail {
+extern std::atomic<uint8_t> g_direct[kMaxFd];
+}
+inline bool fd_direct(int fd) noexcept {
+    return static_cast<unsigned>(fd) < static_cast<unsigned>(kMaxFd) &&
+           detail::g_direct[fd].load(std::memory_order_acquire);
+}
 void fd_mark_direct(int fd, const File *f) noexcept;
 
 void file_acquire(File *f) noexcept;

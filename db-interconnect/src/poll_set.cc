@@ -28,6 +28,7 @@ thread_local std::vector<pollfd> t_under VIPL_DB_TLS;
 
 // An interposed socket whose readiness is not simply the kernel's.
 Sock *tracked_sock(int fd) {
+    if (fd_direct(fd)) return nullptr; // the kernel's for good (files.h)
     File *f = fd_peek(fd);
     if (!f || f->kind != File::Kind::sock) return nullptr;
     auto *s = static_cast<Sock *>(f);
