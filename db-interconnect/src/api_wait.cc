@@ -25,10 +25,21 @@ void remaining(Deadline dl, timeval *tv) {
 template <class DeadlineFn, class Kernel>
 int wait_epoll(int epfd, epoll_event *ev, int max, DeadlineFn deadline, const sigset_t *mask,
                Kernel kernel) {
+    // A set of the kernel's descriptors only (files.h's mark): nothing of ours to do.
+    if (fd_direct(epfd) && !linger_any()) return kernel();
     if (passthrough()) return kernel();
     linger_reap();
-    EpollSet *set = as_epoll(fd_peek(epfd));
-    if (!set || !epoll_has_members(set) || epoll_all_direct(set)) return kernel();
+    File *f = fd_peek(epfd);
+    EpollSet *set = as_epoll(f);
+    if (!set) {
+        if (!f) fd_mark_direct(epfd, nullptr);
+        return kernel();
+    }
+    if (!epoll_has_members(set) || epoll_all_direct(set)) {
+        FileRef ref(fd_acquire(epfd));
+        if (ref.get() == set) epoll_mark_direct(set, epfd);
+        return kernel();
+    }
     FileRef ref(fd_acquire(epfd));
     if (ref.get() != set) return kernel();
     Inside in;

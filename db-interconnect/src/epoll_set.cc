@@ -222,6 +222,16 @@ bool epoll_has_members(EpollSet *set) noexcept {
     return set->nmembers.load(std::memory_order_relaxed) > 0;
 }
 
+void epoll_mark_direct(EpollSet *set, int epfd) noexcept {
+    int marked = set->marked_fd.load(std::memory_order_seq_cst);
+    if (marked != -1 && marked != epfd) return;
+    set->marked_fd.store(epfd, std::memory_order_seq_cst);
+    fd_mark_direct(epfd, set);
+    if (set->ndirect.load(std::memory_order_seq_cst) !=
+        set->nmembers.load(std::memory_order_seq_cst))
+        fd_clear_direct(epfd);
+}
+
 bool epoll_all_direct(EpollSet *set) noexcept {
     return set->ndirect.load(std::memory_order_relaxed) ==
            set->nmembers.load(std::memory_order_relaxed);
@@ -317,7 +327,11 @@ int epoll_ctl_member(EpollSet *set, int epfd, int op, int fd, Sock *s, epoll_eve
         set->by_fd[fd] = m;
         set->by_tag[m->tag] = m;
         set->by_tag[m->tag ^ 2] = m;
-        set->nmembers.fetch_add(1, std::memory_order_relaxed);
+        // Counted, then the mark cleared: a marker that missed the count finds its mark
+        // gone, one that saw it takes its mark back (epoll_mark_direct).
+        set->nmembers.fetch_add(1, std::memory_order_seq_cst);
+        int marked = set->marked_fd.load(std::memory_order_seq_cst);
+        if (marked >= 0) fd_clear_direct(marked);
         s->members.push_back(m);
         return 0;
     }

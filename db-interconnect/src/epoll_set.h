@@ -63,6 +63,9 @@ struct EpollSet : File {
     int last_fd = -1; // a descriptor of this set the program used last
     std::atomic<int> nmembers{0};
     std::atomic<int> ndirect{0}; // members registered as the program asked (Member::direct)
+    // The descriptor of this set whose waits skip the interposer (files.h's mark), set
+    // while every member is direct; an added member clears its mark (-1: none yet).
+    std::atomic<int> marked_fd{-1};
     std::unordered_map<int, Member *> by_fd;
     std::unordered_map<uint64_t, Member *> by_tag;
     // Tags whose kernel registration may outlive their member (a kernel connection the
@@ -74,6 +77,10 @@ std::mutex &epoll_lock();
 // Whether the kernel alone can serve a wait on the set: every member is a connection
 // settled on the kernel, registered as the program asked.
 bool epoll_all_direct(EpollSet *set) noexcept;
+// Marks epfd, a descriptor of set the caller holds a reference on, so that its waits go
+// straight to the kernel while every member stays direct (members only become direct; an
+// added one clears the mark).  One descriptor per set: a second one is never marked.
+void epoll_mark_direct(EpollSet *set, int epfd) noexcept;
 EpollSet *epoll_set_new() noexcept;
 
 // The socket's state changed: its registrations follow at the next call on their sets.

@@ -55,6 +55,11 @@ inline bool fd_direct(int fd) noexcept {
            detail::g_direct[fd].load(std::memory_order_acquire);
 }
 void fd_mark_direct(int fd, const File *f) noexcept;
+// Clears fd's mark (the state behind it changed: an epoll set gained a member).
+inline void fd_clear_direct(int fd) noexcept {
+    if (static_cast<unsigned>(fd) < static_cast<unsigned>(kMaxFd))
+        detail::g_direct[fd].store(0, std::memory_order_seq_cst);
+}
 
 void file_acquire(File *f) noexcept;
 // A reference unless the file is being destroyed (its count reached zero).

@@ -19,6 +19,9 @@
 
 namespace vipl::db {
 
+// linger_any's count of lingering streams.
+std::atomic<int> detail::g_linger_count{0};
+
 namespace {
 
 struct Lingering {
@@ -28,7 +31,6 @@ struct Lingering {
 
 std::mutex g_mu;
 std::vector<Lingering> *g_list = nullptr; // never freed: streams may linger into exit
-std::atomic<int> g_count{0};
 
 std::vector<Lingering> &list() {
     if (!g_list) g_list = new std::vector<Lingering>;
@@ -60,7 +62,7 @@ void reap_locked(bool all_overdue) {
         }
         ++i;
     }
-    g_count.store(static_cast<int>(v.size()), std::memory_order_relaxed);
+    detail::g_linger_count.store(static_cast<int>(v.size()), std::memory_order_relaxed);
 }
 
 } // namespace
@@ -82,14 +84,14 @@ void linger_stream(vipl::Stream &&s) noexcept {
         std::lock_guard<std::mutex> g(g_mu);
         list().push_back(
             {std::move(s), Clock::now() + std::chrono::milliseconds(config().linger_ms)});
-        g_count.store(static_cast<int>(list().size()), std::memory_order_relaxed);
+        detail::g_linger_count.store(static_cast<int>(list().size()), std::memory_order_relaxed);
     } catch (...) {
         s.abort();
     }
 }
 
 void linger_reap() noexcept {
-    if (g_count.load(std::memory_order_relaxed) == 0) return;
+    if (detail::g_linger_count.load(std::memory_order_relaxed) == 0) return;
     Inside in;
     std::unique_lock<std::mutex> g(g_mu, std::try_to_lock);
     if (g.owns_lock()) reap_locked(false);
@@ -118,7 +120,7 @@ void linger_after_fork_child() noexcept {
     if (!g_list) return;
     for (Lingering &l : *g_list) l.stream.close(Deadline{});
     g_list->clear();
-    g_count.store(0, std::memory_order_relaxed);
+    detail::g_linger_count.store(0, std::memory_order_relaxed);
 }
 
 } // namespace vipl::db

@@ -9,8 +9,7 @@
 
 namespace vipl::db {
 
-RealCalls g_real;
-bool g_real_ready = false;
+constinit RealCalls g_real{};
 
 void load_real_calls() noexcept {
 #define VIPL_DB_REAL_LOAD(name, ret, params)                                                       \
@@ -26,7 +25,7 @@ void load_real_calls() noexcept {
         syscall(SYS_write, 2, msg, sizeof msg - 1);
         abort();
     }
-    __atomic_store_n(&g_real_ready, true, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_real.ready, true, __ATOMIC_RELEASE);
 }
 
 } // namespace vipl::db

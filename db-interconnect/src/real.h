@@ -17,8 +17,16 @@
 
 namespace vipl::db {
 
-// X(name, return type, parameter list)
+// X(name, return type, parameter list).  The busiest first: with the ready flag they share
+// the table's first cache line, all a kernel descriptor's call touches of it.
 #define VIPL_DB_REAL_CALLS(X)                                                                      \
+    X(read, ssize_t, (int, void *, size_t))                                                        \
+    X(write, ssize_t, (int, const void *, size_t))                                                 \
+    X(recv, ssize_t, (int, void *, size_t, int))                                                   \
+    X(send, ssize_t, (int, const void *, size_t, int))                                             \
+    X(epoll_wait, int, (int, epoll_event *, int, int))                                             \
+    X(ppoll, int, (pollfd *, nfds_t, const timespec *, const sigset_t *))                          \
+    X(poll, int, (pollfd *, nfds_t, int))                                                          \
     X(socket, int, (int, int, int))                                                                \
     X(socketpair, int, (int, int, int, int *))                                                     \
     X(bind, int, (int, const sockaddr *, socklen_t))                                               \
@@ -35,25 +43,18 @@ namespace vipl::db {
     X(dup, int, (int))                                                                             \
     X(dup2, int, (int, int))                                                                       \
     X(dup3, int, (int, int, int))                                                                  \
-    X(read, ssize_t, (int, void *, size_t))                                                        \
-    X(write, ssize_t, (int, const void *, size_t))                                                 \
     X(readv, ssize_t, (int, const iovec *, int))                                                   \
     X(writev, ssize_t, (int, const iovec *, int))                                                  \
-    X(recv, ssize_t, (int, void *, size_t, int))                                                   \
-    X(send, ssize_t, (int, const void *, size_t, int))                                             \
     X(recvfrom, ssize_t, (int, void *, size_t, int, sockaddr *, socklen_t *))                      \
     X(sendto, ssize_t, (int, const void *, size_t, int, const sockaddr *, socklen_t))              \
     X(recvmsg, ssize_t, (int, msghdr *, int))                                                      \
     X(sendmsg, ssize_t, (int, const msghdr *, int))                                                \
     X(sendfile, ssize_t, (int, int, off_t *, size_t))                                              \
-    X(poll, int, (pollfd *, nfds_t, int))                                                          \
-    X(ppoll, int, (pollfd *, nfds_t, const timespec *, const sigset_t *))                          \
     X(select, int, (int, fd_set *, fd_set *, fd_set *, timeval *))                                 \
     X(pselect, int, (int, fd_set *, fd_set *, fd_set *, const timespec *, const sigset_t *))       \
     X(epoll_create, int, (int))                                                                    \
     X(epoll_create1, int, (int))                                                                   \
     X(epoll_ctl, int, (int, int, int, epoll_event *))                                              \
-    X(epoll_wait, int, (int, epoll_event *, int, int))                                             \
     X(epoll_pwait, int, (int, epoll_event *, int, int, const sigset_t *))                          \
     X(epoll_pwait2, int, (int, epoll_event *, int, const timespec *, const sigset_t *))            \
     X(closefrom, void, (int))                                                                      \
@@ -68,20 +69,20 @@ namespace vipl::db {
     X(signal, sighandler_t, (int, sighandler_t))                                                   \
     X(siginterrupt, int, (int, int))
 
-struct RealCalls {
+struct alignas(64) RealCalls {
+    bool ready = false; // filled (load_real_calls)
 #define VIPL_DB_REAL_FIELD(name, ret, params) ret(*name) params;
     VIPL_DB_REAL_CALLS(VIPL_DB_REAL_FIELD)
 #undef VIPL_DB_REAL_FIELD
 };
 
 extern RealCalls g_real;
-extern bool g_real_ready;
 
 void load_real_calls() noexcept;
 
 // The real calls, loaded on first use.
 inline const RealCalls &real() noexcept {
-    if (__builtin_expect(!__atomic_load_n(&g_real_ready, __ATOMIC_ACQUIRE), 0)) load_real_calls();
+    if (__builtin_expect(!__atomic_load_n(&g_real.ready, __ATOMIC_ACQUIRE), 0)) load_real_calls();
     return g_real;
 }
 

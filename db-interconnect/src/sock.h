@@ -200,6 +200,13 @@ void linger_stream(vipl::Stream &&s) noexcept;
 // Drops lingering streams that are done (any call of the interposer may; cheap when
 // none linger).
 void linger_reap() noexcept;
+namespace detail {
+extern std::atomic<int> g_linger_count;
+}
+// Whether any stream lingers (a wait that skips linger_reap looks here first).
+inline bool linger_any() noexcept {
+    return detail::g_linger_count.load(std::memory_order_relaxed) != 0;
+}
 // At exit: waits (bounded) until every lingering stream and every stream still open is
 // taken by its peer.  After fork, the child drops its copies of the parent's.
 void linger_at_exit() noexcept;
