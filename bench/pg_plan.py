@@ -42,16 +42,28 @@ class Link:
         self.placements = placements or list(PLACEMENTS)
 
     def rides(self, placement):
-        """What each client connection of this link rides: the interconnect keeps a
-        connection whose two ends share one CPU only on the kernel socket (the
-        interposer's placement rule, VIPL_DB_ONE_CPU), unless told otherwise; the build
-        before that rule always rode vipl."""
+        """What each client connection of this link may ride, a tuple.  The interconnect
+        keeps a connection whose two ends share one CPU, in two scheduling groups, on the
+        kernel socket (the interposer's placement rule; VIPL_DB_ONE_CPU=1 overrides it):
+        pg_ctl starts the server in a session of its own, so with autogroups on (Debian's
+        default) its clients on its CPU are in another group; with them off the cgroups
+        decide, which this host's tools may or may not share.  The build before that rule
+        always rode vipl."""
         if not self.vipl:
-            return "kernel"
+            return ("kernel",)
+        vipl = "tcp" if self.netns else "shm"
         c, s = PLACEMENTS[placement]
-        if c == s and not self.before and self.env.get("VIPL_DB_ONE_CPU") != "1":
-            return "kernel"
-        return "tcp" if self.netns else "shm"
+        if c != s or self.before or self.env.get("VIPL_DB_ONE_CPU") == "1":
+            return (vipl,)
+        return ("kernel",) if autogroups_on() else ("kernel", vipl)
+
+
+def autogroups_on():
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as fh:
+            return fh.read().strip() == "1"
+    except OSError:
+        return False
 
 
 LINKS = [

@@ -308,10 +308,11 @@ class PgPart:
             return
         want = inst.link.rides(placement)
         rows = [r for (pid, _), r in win.s2.stat.items() if pid in win.client]
-        rode = sum(1 for r in rows if r["trans"] == want)
+        rode = sum(1 for r in rows if r["trans"] in want)
         if rode < clients:
             seen = ", ".join(sorted(r["trans"] for r in rows)) or "no interposed connection"
-            raise PgError(f"{rode} of {clients} client connections rode {want} ({seen})")
+            raise PgError(f"{rode} of {clients} client connections rode {' or '.join(want)} "
+                          f"({seen})")
 
     # -------------------------------------------------------------- COPY
     def copy(self, inst, placement, perf=False):
