@@ -69,9 +69,11 @@ def autogroups_on():
 LINKS = [
     Link("pg-unix", "unix socket", False, False, "unix"),
     Link("pg-tcp", "TCP loopback", False, False, "tcp"),
-    Link("pg-vipl", "interconnect (shm, over the unix socket)", False, True, "unix"),
+    Link("pg-vipl", "interconnect (over the unix socket; shm, on 1 core the kernel)", False, True,
+         "unix"),
     Link("pg-tcp-ns", "TCP across namespaces", True, False, "tcp"),
-    Link("pg-vipl-ns", "interconnect (tcp provider) across namespaces", True, True, "tcp"),
+    Link("pg-vipl-ns", "interconnect (tcp provider; on 1 core the kernel) across namespaces",
+         True, True, "tcp"),
     Link("pg-vipl-before", "interconnect before the stream work", False, True, "unix",
          before=True),
     # What the placement rule keeps off on one core, measured beside it.
