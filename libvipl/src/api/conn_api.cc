@@ -111,11 +111,7 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS *LocalAddr,
 }
 
 VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, true, [&](Vi *vi) {
         if (vi->state.load() == VIP_STATE_IDLE) return VIP_INVALID_STATE;
         vi_disconnect_locked(vi);
         return VIP_SUCCESS;

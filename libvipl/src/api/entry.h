@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/objects.h"
+#include "core/vi_guard.h"
 
 #include <vipl.h>
 #include <vipl_ext.h>
@@ -39,6 +40,19 @@ inline Nic *find_nic(VIP_NIC_HANDLE h) {
 }
 __attribute__((always_inline)) inline Vi *find_vi(VIP_VI_HANDLE h) {
     return vis().lookup(h);
+}
+// The shape of a call that works on one VI under its lock: h must name a VI (args_ok: the
+// caller's own checks of its arguments), and still the same one once the lock is taken
+// (a racing VipDestroyVi); then body(vi) answers.
+template <class F>
+inline VIP_RETURN locked_vi_call(VIP_VI_HANDLE h, bool args_ok, F &&body) {
+    return api_call([&] {
+        Vi *vi = find_vi(h);
+        if (!vi || !args_ok) return VIP_INVALID_PARAMETER;
+        ViGuard g(vi);
+        if (!vis().still(vi, h)) return VIP_INVALID_PARAMETER;
+        return body(vi);
+    });
 }
 inline Cq *find_cq(VIP_CQ_HANDLE h) {
     return cqs().lookup(h);

@@ -48,11 +48,7 @@ VIP_RETURN VipGetViWaitFd(VIP_VI_HANDLE ViHandle, int *Fd) {
 }
 
 VIP_RETURN VipGetViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Flags, int *Fd) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !Fd || (Flags & ~VIP_WAITFD_EXPLICIT_ARM)) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, Fd && !(Flags & ~VIP_WAITFD_EXPLICIT_ARM), [&](Vi *vi) {
         if (vis().local(vi).user_fd < 0) {
             // A shareable VI's fd stays valid in fork children (they hold the VI too).
             int ep = fd_track(epoll_create1(EPOLL_CLOEXEC), vi->shareable);
@@ -85,12 +81,8 @@ VIP_RETURN VipGetViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Flags, int *Fd) {
 }
 
 VIP_RETURN VipArmViWaitFdEx(VIP_VI_HANDLE ViHandle, VIP_ULONG Events) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !(Events & VIP_ARM_ANY) || (Events & ~(VIP_ARM_ANY | VIP_ARM_EDGE)))
-            return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    const bool ok = (Events & VIP_ARM_ANY) && !(Events & ~(VIP_ARM_ANY | VIP_ARM_EDGE));
+    return locked_vi_call(ViHandle, ok, [&](Vi *vi) {
         if (!vi->fd_mode.load()) return VIP_INVALID_STATE;
         static_assert(VIP_ARM_ARRIVALS == kWakeRecv && VIP_ARM_CONSUMED == kWakeSend);
         arm_wait_fd(vi, static_cast<unsigned>(Events & VIP_ARM_ANY), (Events & VIP_ARM_EDGE) != 0);
@@ -125,33 +117,21 @@ VIP_RETURN VipGetCQWaitFd(VIP_CQ_HANDLE CQHandle, int *Fd) {
 }
 
 VIP_RETURN VipQueryViEndpoints(VIP_VI_HANDLE ViHandle, VIP_VI_ENDPOINTS *Endpoints) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !Endpoints) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, Endpoints != nullptr, [&](Vi *vi) {
         if (!vi->prov) return VIP_INVALID_STATE;
         return vi->nic->ops->vi->endpoints(vi, Endpoints);
     });
 }
 
 VIP_RETURN VipQueryViCounters(VIP_VI_HANDLE ViHandle, VIP_VI_COUNTERS *Counters) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !Counters) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, Counters != nullptr, [&](Vi *vi) {
         *Counters = vi->counters;
         return VIP_SUCCESS;
     });
 }
 
 VIP_RETURN VipQueryViHolders(VIP_VI_HANDLE ViHandle, VIP_ULONG *Holders) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !Holders) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, Holders != nullptr, [&](Vi *vi) {
         int others = vi->shareable ? vi->holders->live_others(self_token()) : 0;
         *Holders = static_cast<VIP_ULONG>(1 + others);
         return VIP_SUCCESS;
@@ -160,11 +140,7 @@ VIP_RETURN VipQueryViHolders(VIP_VI_HANDLE ViHandle, VIP_ULONG *Holders) {
 
 VIP_RETURN VipViSpinBudget(VIP_VI_HANDLE ViHandle, VIP_UINT64 BaseNanoseconds,
                            VIP_SPIN_BUDGET *Budget) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !Budget) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, Budget != nullptr, [&](Vi *vi) {
         SpinPlan plan = spin_plan(vi, BaseNanoseconds);
         Budget->Nanoseconds = plan.ns;
         Budget->YieldEvery = plan.yield_every;
@@ -174,11 +150,7 @@ VIP_RETURN VipViSpinBudget(VIP_VI_HANDLE ViHandle, VIP_UINT64 BaseNanoseconds,
 }
 
 VIP_RETURN VipViSpinOutcome(VIP_VI_HANDLE ViHandle, VIP_BOOLEAN Won) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, true, [&](Vi *vi) {
         spin_outcome(vi, Won != VIP_FALSE);
         return VIP_SUCCESS;
     });

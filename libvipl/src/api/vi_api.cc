@@ -101,11 +101,7 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE ViHandle) {
 
 VIP_RETURN VipQueryVi(VIP_VI_HANDLE ViHandle, VIP_VI_STATE *State, VIP_VI_ATTRIBUTES *ViAttribs,
                       VIP_BOOLEAN *SendQueueEmpty, VIP_BOOLEAN *RecvQueueEmpty) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, true, [&](Vi *vi) {
         if (State) *State = static_cast<VIP_VI_STATE>(vi->state.load());
         if (ViAttribs) *ViAttribs = vi->attrs;
         if (SendQueueEmpty) *SendQueueEmpty = vi->sq.size() == 0;

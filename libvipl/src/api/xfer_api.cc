@@ -152,11 +152,7 @@ VIP_RETURN VipPostSendInline(VIP_VI_HANDLE ViHandle, const VIP_INLINE_SEGMENT *S
 }
 
 VIP_RETURN VipQueryViInline(VIP_VI_HANDLE ViHandle, VIP_UINT32 *MaxBytes) {
-    return api_call([&] {
-        Vi *vi = find_vi(ViHandle);
-        if (!vi || !MaxBytes) return VIP_INVALID_PARAMETER;
-        ViGuard g(vi);
-        if (!vis().still(vi, ViHandle)) return VIP_INVALID_PARAMETER;
+    return locked_vi_call(ViHandle, MaxBytes != nullptr, [&](Vi *vi) {
         *MaxBytes = inline_max_locked(vi);
         return VIP_SUCCESS;
     });
