@@ -502,7 +502,7 @@ void Stream::Impl::post_pending() {
     State &t = *st;
     while (!t.broken && t.credits > 0 && !t.pending.empty()) {
         auto [slot, len, zc] = t.pending.front();
-        uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(returnable(), 0xffff));
+        uint16_t c = credit_grant();
         VIP_DESCRIPTOR *d = &sdesc[slot];
         if (zc) {
             if (t.rts_posted >= kRtsMax) return; // see the header: the peer's control slots
@@ -530,16 +530,21 @@ void Stream::Impl::post_pending() {
             }
         }
         t.pending.pop_front();
-        t.owed -= c;
-        t.credits--;
-        t.stats.messages_out++;
-        t.stats.bytes_out += len;
+        data_sent(c, len);
     }
+}
+
+void Stream::Impl::data_sent(uint16_t c, size_t len) {
+    State &t = *st;
+    t.owed -= c;
+    t.credits--;
+    t.stats.messages_out++;
+    t.stats.bytes_out += len;
 }
 
 bool Stream::Impl::send_inline(const std::byte *p, size_t k) {
     State &t = *st;
-    uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(returnable(), 0xffff));
+    uint16_t c = credit_grant();
     uint8_t hdr[kHeaderSize];
     detail::encode(hdr, {Kind::data, c, static_cast<uint32_t>(k), header_flags()});
     VIP_INLINE_SEGMENT seg[2] = {{hdr, kHeaderSize}, {p, static_cast<VIP_UINT32>(k)}};
@@ -549,10 +554,7 @@ bool Stream::Impl::send_inline(const std::byte *p, size_t k) {
         set_broken(std::make_error_code(std::errc::connection_reset));
         return false;
     }
-    t.owed -= c;
-    t.credits--;
-    t.stats.messages_out++;
-    t.stats.bytes_out += k;
+    data_sent(c, k);
     t.stats.bytes_inline += k;
     return true;
 }
@@ -561,7 +563,7 @@ bool Stream::Impl::send_control(Kind kind) {
     State &t = *st;
     if (t.broken || t.free_ctl.empty()) return false;
     uint32_t i = t.free_ctl.back();
-    uint16_t c = static_cast<uint16_t>(std::min<uint32_t>(returnable(), 0xffff));
+    uint16_t c = credit_grant();
     uint8_t flags = header_flags();
     if (kind == Kind::fin && t.discarding) flags |= detail::kFlagClosed;
     if (kind == Kind::fin && t.switch_out) flags |= detail::kFlagSwitch;

@@ -56,6 +56,7 @@
 #include <poll.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <system_error>
@@ -342,6 +343,12 @@ struct Stream::Impl {
     void flush_reposts();
     // Credits a message may carry now: those whose buffers are back with the VI.
     uint32_t returnable() const { return st->owed - static_cast<uint32_t>(repost_later.size()); }
+    // The credits the next message's header returns (its field holds 16 bits).
+    uint16_t credit_grant() const {
+        return static_cast<uint16_t>(std::min<uint32_t>(returnable(), 0xffff));
+    }
+    // A data message (posted or inline) of len bytes went out carrying c credits.
+    void data_sent(uint16_t c, size_t len);
     void consume_front();
     // One data message of k bytes from p, copied by libvipl into the transport now
     // (inline_payload > 0, nothing pending, a credit at hand): false when the transport
