@@ -9,12 +9,6 @@ namespace {
 constexpr uint8_t kHelloMagic[kMagicSize] = {'V', 'I', 'P', 'L', 'H', 'E', 'L', 'O'};
 constexpr uint8_t kReplyMagic[kMagicSize] = {'V', 'I', 'P', 'L', 'R', 'P', 'L', 'Y'};
 
-uint32_t fnv1a(const uint8_t *p, std::size_t n) {
-    uint32_t h = 2166136261u;
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
-    return h;
-}
-
 void put16(uint8_t *p, uint16_t v) {
     p[0] = static_cast<uint8_t>(v >> 8);
     p[1] = static_cast<uint8_t>(v);
@@ -67,6 +61,12 @@ bool valid_provider(uint8_t v) {
 }
 
 } // namespace
+
+uint32_t fnv1a(const void *data, std::size_t n, uint32_t h) noexcept {
+    const auto *p = static_cast<const uint8_t *>(data);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
+    return h;
+}
 
 void encode_hello(const Hello &h, uint8_t out[kHelloSize]) noexcept {
     open_frame(out, kHelloMagic, kHelloSize);

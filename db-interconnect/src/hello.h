@@ -82,6 +82,10 @@ enum class Parse {
 
 constexpr std::size_t kPrologueSize = 24;
 
+// FNV-1a over n bytes, continuing from h: the messages' check, and placement.h's tags.
+constexpr uint32_t kFnvBasis = 2166136261u;
+uint32_t fnv1a(const void *data, std::size_t n, uint32_t h = kFnvBasis) noexcept;
+
 void encode_hello(const Hello &h, uint8_t out[kHelloSize]) noexcept;
 void encode_prologue(const uint8_t secret[16], uint64_t pre_bytes,
                      uint8_t out[kPrologueSize]) noexcept;

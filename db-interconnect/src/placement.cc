@@ -4,22 +4,17 @@
 #include "hello.h"
 #include "real.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fcntl.h>
 #include <sched.h>
+#include <string_view>
 #include <unistd.h>
 
 namespace vipl::db {
 
 namespace {
-
-constexpr uint32_t kFnvBasis = 2166136261u;
-
-uint32_t fnv(uint32_t h, const char *p, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<uint8_t>(p[i])) * 16777619u;
-    return h;
-}
 
 // A small file of /proc into buf (NUL-terminated); its length, or -1.
 ssize_t slurp(const char *path, char *buf, size_t size) {
@@ -31,49 +26,41 @@ ssize_t slurp(const char *path, char *buf, size_t size) {
     return n;
 }
 
-// Whether a /proc/self/cgroup line names the group the cpu controller schedules by:
-// cgroup v1's "N:cpu,cpuacct:/path" (cpu among its controllers), v2's "0::/path".
-bool cpu_line(const char *line, const char *end) {
-    const char *c = static_cast<const char *>(std::memchr(line, ':', end - line));
-    if (!c) return false;
-    const char *list = c + 1;
-    const char *e = static_cast<const char *>(std::memchr(list, ':', end - list));
-    if (!e) return false;
-    if (e == list) return line[0] == '0' && c == line + 1;
-    for (const char *t = list; t < e;) {
-        const char *comma = static_cast<const char *>(std::memchr(t, ',', e - t));
-        const char *te = comma ? comma : e;
-        if (te - t == 3 && std::memcmp(t, "cpu", 3) == 0) return true;
-        t = te + 1;
+// How a /proc/self/cgroup line names the group the cpu controller schedules by: 2 for
+// cgroup v1's "N:cpu,cpuacct:/path" (cpu among its controllers), 1 for v2's "0::/path",
+// 0 for neither.  A hybrid host lists both; v1's schedules.
+int cpu_rank(std::string_view line) {
+    size_t a = line.find(':');
+    size_t b = a == line.npos ? a : line.find(':', a + 1);
+    if (b == line.npos) return 0;
+    std::string_view list = line.substr(a + 1, b - a - 1);
+    if (list.empty()) return line.substr(0, a) == "0" ? 1 : 0;
+    while (!list.empty()) {
+        size_t c = list.find(',');
+        if (list.substr(0, c) == "cpu") return 2;
+        list = c == list.npos ? std::string_view() : list.substr(c + 1);
     }
-    return false;
+    return 0;
 }
 
 uint32_t compute_group() {
     char buf[4096];
     uint32_t h = kFnvBasis;
     bool known = false;
-    // The cpu controller's group, v1 before v2 (a hybrid host lists both; v1's schedules).
-    ssize_t n = slurp("/proc/self/cgroup", buf, sizeof buf);
-    const char *v2 = nullptr, *v2e = nullptr;
-    for (const char *l = buf; n > 0 && *l;) {
-        const char *e = std::strchr(l, '\n');
-        if (!e) e = l + std::strlen(l);
-        if (cpu_line(l, e)) {
-            if (l[0] == '0' && l[1] == ':' && l[2] == ':') {
-                v2 = l;
-                v2e = e;
-            } else {
-                h = fnv(h, l, e - l);
-                known = true;
-                v2 = nullptr;
-                break;
-            }
+    std::string_view lines(buf, std::max<ssize_t>(slurp("/proc/self/cgroup", buf, sizeof buf), 0));
+    std::string_view best;
+    int rank = 0;
+    while (!lines.empty()) {
+        size_t e = lines.find('\n');
+        std::string_view line = lines.substr(0, e);
+        lines = e == lines.npos ? std::string_view() : lines.substr(e + 1);
+        if (int r = cpu_rank(line); r > rank) {
+            rank = r;
+            best = line;
         }
-        l = *e ? e + 1 : e;
     }
-    if (v2) {
-        h = fnv(h, v2, v2e - v2);
+    if (rank) {
+        h = fnv1a(best.data(), best.size(), h);
         known = true;
     }
     // The session's autogroup, when the scheduler uses them ("/autogroup-N nice K").
@@ -82,7 +69,7 @@ uint32_t compute_group() {
         ssize_t m = slurp("/proc/self/autogroup", buf, sizeof buf);
         if (m <= 0) return 0;
         const char *sp = std::strchr(buf, ' ');
-        h = fnv(h, buf, sp ? static_cast<size_t>(sp - buf) : static_cast<size_t>(m));
+        h = fnv1a(buf, sp ? static_cast<size_t>(sp - buf) : static_cast<size_t>(m), h);
         known = true;
     }
     if (!known) return 0;
@@ -116,7 +103,7 @@ uint32_t host_tag() noexcept {
     // 36 characters, new at every boot, the same in every namespace of the kernel.
     char buf[64];
     if (slurp("/proc/sys/kernel/random/boot_id", buf, sizeof buf) < 16) return 0;
-    t = fnv(kFnvBasis, buf, std::strlen(buf));
+    t = fnv1a(buf, std::strlen(buf));
     t = t ? t : 1;
     g_host.store(t, std::memory_order_relaxed);
     return t;
