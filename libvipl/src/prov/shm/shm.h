@@ -348,6 +348,12 @@ bool armed(Vi *vi);
 // Rings the peer's doorbell if it sleeps waiting for an event of kind `what`
 // (kWakeRecv after publishing records, kWakeSend after consuming).
 void ring_peer(Vi *vi, Endpoint *ep, unsigned what);
+// Rings the peer if records were published since ep->produced was `before`: only records
+// wake a receiver (a post done by cross-memory copy, or still waiting for room, gives it
+// nothing to take).
+inline void ring_for_records(Vi *vi, Endpoint *ep, uint64_t before) {
+    if (ep->up && ep->produced != before) ring_peer(vi, ep, kWakeRecv);
+}
 int wait_fds(Vi *vi, pollfd *fds, int max);
 void check_peer(Vi *vi);
 int exchange_cpu(Vi *vi, int my_cpu);

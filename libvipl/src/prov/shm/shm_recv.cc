@@ -405,7 +405,7 @@ void progress(Vi *vi) {
         uint64_t produced = ep->produced;
         push_sends(vi, ep);
         if (!ep->up) return;
-        if (ep->produced != produced) ring_peer(vi, ep, kWakeRecv);
+        ring_for_records(vi, ep, produced);
     }
     // The clock is read every few calls only: the check is a fallback for
     // programs that never sleep (a sleeper hears the hang-up at once).

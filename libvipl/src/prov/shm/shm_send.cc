@@ -341,10 +341,9 @@ VIP_RETURN post_send(Vi *vi, WqEntry *e, const PostedDesc &d) {
         complete_acked(vi, ep);
         push_sends(vi, ep);
     }
-    // Only records wake the peer: an RDMA read or write done by cross-memory copy, or a
-    // send still waiting for room, gives it nothing to take (a stream's writer waiting for
-    // its reader's answer would wake for nothing while the reader fetches its region).
-    if (ep->up && ep->produced != produced) ring_peer(vi, ep, kWakeRecv);
+    // A stream's writer waiting for its reader's answer would otherwise wake for nothing
+    // while the reader fetches its region by cross-memory copy.
+    ring_for_records(vi, ep, produced);
     return VIP_SUCCESS;
 }
 
@@ -362,17 +361,22 @@ VIP_RETURN post_inline(Vi *vi, const Segment *segs, uint32_t nseg, uint64_t len)
     Endpoint *ep = endpoint(vi);
     if (!ep || !ep->up) return VIP_INVALID_STATE;
     WorkQueue &q = vi->sq;
+    const uint64_t produced = ep->produced;
     // A posted send still waiting for room goes first (it may find room now).
     if (q.cursor != q.tail) {
         complete_acked(vi, ep);
         push_sends(vi, ep);
-        if (q.cursor != q.tail) return VIP_ERROR_RESOURCE;
     }
     // The same reserve at the ring's end as a copied send leaves for SEND-GET records.
-    if (copy_send(vi, ep, segs, nseg, len, ep->peer_can_access_me, false, 0) == kNone)
-        return VIP_ERROR_RESOURCE;
-    ring_peer(vi, ep, kWakeRecv);
-    return VIP_SUCCESS;
+    VIP_RETURN rc = VIP_ERROR_RESOURCE;
+    if (!ep->up)
+        rc = VIP_INVALID_STATE; // the transport failed while the posted ones went out
+    else if (q.cursor == q.tail &&
+             copy_send(vi, ep, segs, nseg, len, ep->peer_can_access_me, false, 0) != kNone)
+        rc = VIP_SUCCESS;
+    // Posted sends that went out first wake the peer too, even when this one cannot.
+    ring_for_records(vi, ep, produced);
+    return rc;
 }
 
 void post_recv(Vi *, WqEntry *) {
