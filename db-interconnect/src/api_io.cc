@@ -76,8 +76,10 @@ ssize_t out(int fd, const iovec *iov, int n, int flags, Kernel kernel) {
     return through<sock_send>(fd, iov, n, flags, kernel);
 }
 
-// The busiest wrappers look at fd_direct's byte first and go straight to the kernel for its
-// descriptors (one load, a tail call, no frame); the rest is out of line.
+// The busiest wrappers look at fd_direct's mark first and go straight to the kernel for its
+// descriptors (one load, a tail call, no frame); the rest is out of line.  They and the
+// waits' (api_wait.cc) are `hot`: grouped in .text.hot, a kernel descriptor's calls touch
+// one page of our code, one TLB entry in every process.
 __attribute__((noinline)) ssize_t read_slow(int fd, void *buf, size_t len) {
     iovec v{buf, len};
     return in(fd, &v, 1, 0, [&] { return real().read(fd, buf, len); });
@@ -102,13 +104,13 @@ __attribute__((noinline)) ssize_t send_slow(int fd, const void *buf, size_t len,
 
 extern "C" {
 
-__attribute__((visibility("default"))) ssize_t read(int fd, void *buf, size_t len) {
-    if (__builtin_expect(fd_direct(fd), 1)) return real().read(fd, buf, len);
+__attribute__((visibility("default"), hot)) ssize_t read(int fd, void *buf, size_t len) {
+    if (__builtin_expect(fd_direct(fd), 1)) return g_real.read(fd, buf, len);
     return read_slow(fd, buf, len);
 }
 
-__attribute__((visibility("default"))) ssize_t write(int fd, const void *buf, size_t len) {
-    if (__builtin_expect(fd_direct(fd), 1)) return real().write(fd, buf, len);
+__attribute__((visibility("default"), hot)) ssize_t write(int fd, const void *buf, size_t len) {
+    if (__builtin_expect(fd_direct(fd), 1)) return g_real.write(fd, buf, len);
     return write_slow(fd, buf, len);
 }
 
@@ -120,14 +122,14 @@ __attribute__((visibility("default"))) ssize_t writev(int fd, const iovec *iov, 
     return out(fd, iov, n, 0, [&] { return real().writev(fd, iov, n); });
 }
 
-__attribute__((visibility("default"))) ssize_t recv(int fd, void *buf, size_t len, int flags) {
-    if (__builtin_expect(fd_direct(fd), 1)) return real().recv(fd, buf, len, flags);
+__attribute__((visibility("default"), hot)) ssize_t recv(int fd, void *buf, size_t len, int flags) {
+    if (__builtin_expect(fd_direct(fd), 1)) return g_real.recv(fd, buf, len, flags);
     return recv_slow(fd, buf, len, flags);
 }
 
-__attribute__((visibility("default"))) ssize_t send(int fd, const void *buf, size_t len,
-                                                    int flags) {
-    if (__builtin_expect(fd_direct(fd), 1)) return real().send(fd, buf, len, flags);
+__attribute__((visibility("default"), hot)) ssize_t send(int fd, const void *buf, size_t len,
+                                                         int flags) {
+    if (__builtin_expect(fd_direct(fd), 1)) return g_real.send(fd, buf, len, flags);
     return send_slow(fd, buf, len, flags);
 }
 

@@ -50,15 +50,17 @@ int wait_epoll(int epfd, epoll_event *ev, int max, DeadlineFn deadline, const si
 
 extern "C" {
 
-__attribute__((visibility("default"))) int ppoll(pollfd *fds, nfds_t n, const timespec *ts,
-                                                 const sigset_t *mask) {
+__attribute__((visibility("default"), hot)) int ppoll(pollfd *fds, nfds_t n, const timespec *ts,
+                                                      const sigset_t *mask) {
+    if (poll_all_direct(fds, n) && !linger_any()) return g_real.ppoll(fds, n, ts, mask);
     if (!passthrough()) linger_reap();
     if (passthrough() || !poll_has_tracked(fds, n)) return real().ppoll(fds, n, ts, mask);
     Inside in;
     return guarded([&] { return poll_tracked(fds, n, deadline_after(ts), mask); }, -1);
 }
 
-__attribute__((visibility("default"))) int poll(pollfd *fds, nfds_t n, int ms) {
+__attribute__((visibility("default"), hot)) int poll(pollfd *fds, nfds_t n, int ms) {
+    if (poll_all_direct(fds, n) && !linger_any()) return g_real.poll(fds, n, ms);
     if (!passthrough()) linger_reap();
     if (passthrough() || !poll_has_tracked(fds, n)) return real().poll(fds, n, ms);
     Inside in;
@@ -145,7 +147,8 @@ __attribute__((visibility("default"))) int epoll_ctl(int epfd, int op, int fd, e
     return guarded([&] { return epoll_ctl_member(set, epfd, op, fd, s, ev); }, -1);
 }
 
-__attribute__((visibility("default"))) int epoll_wait(int epfd, epoll_event *ev, int max, int ms) {
+__attribute__((visibility("default"), hot)) int epoll_wait(int epfd, epoll_event *ev, int max,
+                                                           int ms) {
     return wait_epoll(
         epfd, ev, max, [&] { return deadline_after_ms(ms); }, nullptr,
         [&] { return real().epoll_wait(epfd, ev, max, ms); });

@@ -4,9 +4,22 @@
 
 namespace vipl::db {
 
-// fd_direct's marks, one byte per fd number: of these 4 MiB only the pages of numbers in
-// use are ever touched (the first page covers fds 0 to 4095).
+// fd_direct's marks of fds 64 and up, one byte per fd number: of these 4 MiB only the pages
+// of numbers in use are ever touched (the first page covers fds 0 to 4095).
 std::atomic<uint8_t> detail::g_direct[kMaxFd];
+
+// Every change sequentially consistent: fd_mark_direct's argument needs it.
+void detail::set_direct(int fd, bool on) noexcept {
+    if (fd < 64) {
+        uint64_t bit = uint64_t{1} << fd;
+        if (on)
+            g_real.direct_low.fetch_or(bit, std::memory_order_seq_cst);
+        else
+            g_real.direct_low.fetch_and(~bit, std::memory_order_seq_cst);
+    } else {
+        g_direct[fd].store(on ? 1 : 0, std::memory_order_seq_cst);
+    }
+}
 
 namespace {
 
@@ -77,7 +90,7 @@ File *fd_install(int fd, File *f) noexcept {
     while (fd > h && !g_highest.compare_exchange_weak(h, fd)) {
     }
     File *old = s->exchange(f, std::memory_order_seq_cst);
-    detail::g_direct[fd].store(0, std::memory_order_seq_cst);
+    detail::set_direct(fd, false);
     if (old) old->slots.fetch_sub(1, std::memory_order_relaxed);
     return old;
 }
@@ -85,7 +98,7 @@ File *fd_install(int fd, File *f) noexcept {
 File *fd_remove(int fd) noexcept {
     Slot *s = slot(fd, false);
     File *old = s ? s->exchange(nullptr, std::memory_order_seq_cst) : nullptr;
-    if (s) detail::g_direct[fd].store(0, std::memory_order_seq_cst);
+    if (s) detail::set_direct(fd, false);
     if (old) old->slots.fetch_sub(1, std::memory_order_relaxed);
     return old;
 }
@@ -96,10 +109,11 @@ void fd_mark_direct(int fd, const File *f) noexcept {
     // change clears it (every step sequentially consistent, the chunk's lookup too: a
     // slot in a chunk not mapped yet is empty).  The caller's reference keeps f from
     // being reused at this number meanwhile.
-    detail::g_direct[fd].store(1, std::memory_order_seq_cst);
+    real(); // a mark implies the real calls (files.h)
+    detail::set_direct(fd, true);
     Slot *c = g_top[fd >> kChunkBits].load(std::memory_order_seq_cst);
     File *now = c ? c[fd & (kChunk - 1)].load(std::memory_order_seq_cst) : nullptr;
-    if (now != f) detail::g_direct[fd].store(0, std::memory_order_seq_cst);
+    if (now != f) detail::set_direct(fd, false);
 }
 
 void file_acquire(File *f) noexcept {

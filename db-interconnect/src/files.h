@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "real.h"
+
 namespace vipl::db {
 
 struct File {
@@ -43,22 +45,26 @@ File *fd_remove(int fd) noexcept;
 
 // Data calls on a descriptor that stays the kernel's for good (no state behind it, or a
 // plain socket with nothing of ours left to give back) should cost the program nothing
-// more than the kernel's own: fd_direct reads one byte per fd number, no table walk and
-// no File.  fd_mark_direct(fd, f), called with a reference on f (or f null: an empty
-// slot), sets it while slot fd still holds f; any change of the slot clears it.  Both
-// async-signal-safe.
+// more than the kernel's own: fd_direct reads one mark per fd number, no table walk and
+// no File.  The marks of fds 0 to 63 (a server's sockets, mostly) are bits in the real
+// calls' first cache line (real.h), the others one byte each.  fd_mark_direct(fd, f),
+// called with a reference on f (or f null: an empty slot), sets it while slot fd still
+// holds f; any change of the slot clears it.  Both async-signal-safe.  A set mark implies
+// the real calls are loaded: the wrappers that find one call g_real's entry directly.
 namespace detail {
 extern std::atomic<uint8_t> g_direct[kMaxFd];
-}
+void set_direct(int fd, bool on) noexcept;
+} // namespace detail
 inline bool fd_direct(int fd) noexcept {
+    if (static_cast<unsigned>(fd) < 64)
+        return (g_real.direct_low.load(std::memory_order_acquire) >> fd) & 1;
     return static_cast<unsigned>(fd) < static_cast<unsigned>(kMaxFd) &&
            detail::g_direct[fd].load(std::memory_order_acquire);
 }
 void fd_mark_direct(int fd, const File *f) noexcept;
 // Clears fd's mark (the state behind it changed: an epoll set gained a member).
 inline void fd_clear_direct(int fd) noexcept {
-    if (static_cast<unsigned>(fd) < static_cast<unsigned>(kMaxFd))
-        detail::g_direct[fd].store(0, std::memory_order_seq_cst);
+    if (static_cast<unsigned>(fd) < static_cast<unsigned>(kMaxFd)) detail::set_direct(fd, false);
 }
 
 void file_acquire(File *f) noexcept;

@@ -10,6 +10,8 @@
 // whatever SA_RESTART says.
 #pragma once
 
+#include "files.h"
+
 #include "kernel_io.h"
 
 #include <poll.h>
@@ -20,6 +22,13 @@ namespace vipl::db {
 
 // Whether any descriptor of the array is an interposed socket (the fast path's check).
 bool poll_has_tracked(const pollfd *fds, nfds_t n) noexcept;
+// Every descriptor the kernel's for good (files.h's marks; at least one, so the real
+// calls are loaded): the wrapper calls the kernel without a look at anything else.
+inline bool poll_all_direct(const pollfd *fds, nfds_t n) noexcept {
+    for (nfds_t i = 0; i < n; ++i)
+        if (!fd_direct(fds[i].fd)) return false;
+    return n > 0;
+}
 int poll_tracked(pollfd *fds, nfds_t n, Deadline deadline, const sigset_t *mask) noexcept;
 
 bool select_has_tracked(int nfds, const fd_set *r, const fd_set *w, const fd_set *e) noexcept;

@@ -7,6 +7,8 @@
 // real() first), and it is never changed afterwards, so signal handlers may use it.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -17,8 +19,8 @@
 
 namespace vipl::db {
 
-// X(name, return type, parameter list).  The busiest first: with the ready flag they share
-// the table's first cache line, all a kernel descriptor's call touches of it.
+// X(name, return type, parameter list).  The busiest seven first: with the low fds' direct
+// marks they fill the table's first cache line, all a kernel descriptor's call touches of it.
 #define VIPL_DB_REAL_CALLS(X)                                                                      \
     X(read, ssize_t, (int, void *, size_t))                                                        \
     X(write, ssize_t, (int, const void *, size_t))                                                 \
@@ -70,11 +72,18 @@ namespace vipl::db {
     X(siginterrupt, int, (int, int))
 
 struct alignas(64) RealCalls {
-    bool ready = false; // filled (load_real_calls)
+    // files.h's direct marks of fd numbers 0 to 63 (bit n: fd n), beside the busiest calls:
+    // a data call on such a kernel descriptor touches this one line of ours, the mark and
+    // the pointer it jumps through.  A set bit implies the table is filled (fd_mark_direct
+    // fills it first), so such a call skips `ready`.
+    std::atomic<uint64_t> direct_low{0};
 #define VIPL_DB_REAL_FIELD(name, ret, params) ret(*name) params;
     VIPL_DB_REAL_CALLS(VIPL_DB_REAL_FIELD)
 #undef VIPL_DB_REAL_FIELD
+    bool ready = false; // filled (load_real_calls)
 };
+static_assert(sizeof(std::atomic<uint64_t>) + 7 * sizeof(void *) == 64,
+              "the marks and the seven busiest calls fill the first line");
 
 extern RealCalls g_real;
 
