@@ -33,6 +33,7 @@ UCX_BEFORE_1MIB_GBPS = 20.5
 LABELS = {
     "vipl-spin": "libvipl spin",
     "vipl-block": "libvipl block",
+    "vipl-spin-bigring": "libvipl spin, 512 KiB ring",
     "ring": "raw ring",
     "unix": "AF_UNIX",
     "tcp": "TCP",
@@ -319,18 +320,26 @@ class Report:
             if size is None:
                 continue
             v = {t: g(bench, t, "cross", size) for t in ("vipl-spin", "ring", "ucx", "fabric")}
+            big = g(bench, "vipl-spin-bigring", "cross", size) if bench == "bandwidth" else None
             rows.append([label.format(size_label(size))] + [fmt(x) for x in v.values()] + [
-                rtext(ratio(v["vipl-spin"], v["ring"])), rtext(ratio(v["ring"], v["ucx"]))])
+                rtext(ratio(v["vipl-spin"], v["ring"])), rtext(ratio(v["ring"], v["ucx"])),
+                fmt(big) if big is not None else "–",
+                rtext(ratio(big, v["ucx"])) if big is not None else "–"])
         if not rows:
             return
+        ring = self.meta.get("gap_ring")
         self.emit("Where libvipl stands against UCX at the targets' worst sizes (2 cores): "
                   "beside our raw polling ring, two copies (the sender's into shared memory, "
                   "the receiver's out into its own buffer), which is what a receive into a "
                   "posted buffer needs on shm. libvipl / ring is libvipl's own cost over that "
                   "floor; ring / UCX is the floor's against UCX's transports (named above). "
-                  "Bandwidth: a ratio below 1 is slower.", "")
+                  "Bandwidth: a ratio below 1 is slower. The last two columns: libvipl spin "
+                  f"again with a {int(ring) >> 10 if ring else '?'} KiB ring "
+                  "(`VIPL_SHM_RING_SIZE`, the default 128 KiB), so the sender may run further "
+                  "ahead of the receiver: the receiver then copies lines the sender wrote "
+                  "longer ago.", "")
         self.table(["figure", "libvipl spin", "raw ring", "UCX", "libfabric", "libvipl / ring",
-                    "ring / UCX"], rows)
+                    "ring / UCX", "libvipl spin, big ring", "big ring / UCX"], rows)
 
     def paper(self):
         g = self.get

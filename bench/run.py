@@ -65,6 +65,10 @@ SCALE_VIS = int(os.environ.get("VIPL_BENCH_SCALE_VIS", "131072"))
 # VIPL_SHM_RING_SIZE: what a host of many VIs sets (the default 128 KiB favours speed
 # per message over VIs per host) and the smallest.
 SCALE_RINGS = ["8192", "2048"]
+# Small-message bandwidth against UCX also with a ring 4x the default: how far the sender
+# may run ahead of the receiver moves it (report.py's gap table), side by side each round.
+GAP_RING = "524288"
+GAP_SIZES = [4 << 10, 16 << 10, 64 << 10]
 PAPER_SIZES = [(8, 64), (16, 256)]  # server processes x client processes
 # Under a second each; the median tames the noise of /proc/meminfo (a first look: one).
 PAPER_REPS = 1 if pg_plan.QUICK else 3
@@ -314,8 +318,8 @@ class Runner:
         self.own_lat("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"},
                      sizes=extra)
 
-    def own_bw(self, transport, placement, binary, extra=(), env=None, wrap=()):
-        sizes = ",".join(map(str, BW_SIZES))
+    def own_bw(self, transport, placement, binary, extra=(), env=None, wrap=(), sizes=None):
+        sizes = ",".join(map(str, sizes or BW_SIZES))
         self.own("bandwidth", transport, placement, binary,
                  ["--mode", "bw", "--sizes", sizes, "--bytes", str(BW_BYTES),
                   "--max-ms", str(BW_MAX_MS)] + list(extra), env, wrap=wrap)
@@ -579,6 +583,10 @@ class Runner:
         for placement in PLACEMENTS:
             self.own_bw("vipl-spin", placement, "bench-vipl", env={"VIPL_SPIN_US": SPIN_US})
             self.own_bw("vipl-block", placement, "bench-vipl", env={"VIPL_SPIN_US": "0"})
+            if placement == "cross":
+                self.own_bw("vipl-spin-bigring", placement, "bench-vipl",
+                            env={"VIPL_SPIN_US": SPIN_US, "VIPL_SHM_RING_SIZE": GAP_RING},
+                            sizes=GAP_SIZES)
             self.own_bw("ring", placement, "bench-ring")
             self.own_bw("unix", placement, "bench-sock", ["--variant", "unix"])
             self.own_bw("tcp", placement, "bench-sock", ["--variant", "tcp"])
@@ -764,7 +772,8 @@ class Runner:
                       for (b, t, p), r in sorted(self.failures.items())],
             notes=self.notes, lat_iters=LAT_ITERS, lat_max_ms=LAT_MAX_MS, bw_bytes=BW_BYTES,
             slow_poll_iters=SLOW_POLL_ITERS, spin_us=SPIN_US, scale_vis=SCALE_VIS,
-            scale_rings=SCALE_RINGS, paper_sizes=PAPER_SIZES, paper_reps=PAPER_REPS,
+            scale_rings=SCALE_RINGS, gap_ring=GAP_RING, paper_sizes=PAPER_SIZES,
+            paper_reps=PAPER_REPS,
             orb_iters=ORB_ITERS, parts=PARTS, interrupted=self.interrupted)
         with open(os.path.join(self.out, "meta.json"), "w") as fh:
             json.dump(meta, fh, indent=1)
