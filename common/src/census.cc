@@ -1,5 +1,7 @@
 #include "census.h"
 
+#include "random_seed.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <vector>
 
 namespace vipl::detail {
@@ -22,7 +23,7 @@ uint64_t g_child_token = 0;
 
 uint64_t make_token() {
     static std::atomic<uint32_t> seq{0};
-    uint32_t r = std::random_device{}() ^ (seq.fetch_add(1, std::memory_order_relaxed) << 16);
+    uint32_t r = random_seed() ^ (seq.fetch_add(1, std::memory_order_relaxed) << 16);
     return (static_cast<uint64_t>(static_cast<uint32_t>(getpid())) << 32) | r;
 }
 

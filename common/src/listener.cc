@@ -1,6 +1,7 @@
 // Listener: binding a discriminator (a port, a free one, or a service name), its
 // readiness descriptor, accepting connection requests.
 #include "ends.h"
+#include "random_seed.h"
 #include "stream_impl.h"
 #include "vipl/error.h"
 
@@ -75,7 +76,7 @@ Listener Listener::bind(const Uri &uri, std::error_code &ec, const StreamOptions
         l.impl_ = Impl::open(uri, ec, options);
         return l;
     }
-    std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+    std::mt19937 rng(detail::random_seed() ^ static_cast<unsigned>(getpid()));
     std::uniform_int_distribution<int> pick(kAnyFirst, kAnyLast);
     Uri u = uri;
     for (int i = 0; i < kAnyTries; ++i) {

@@ -2,6 +2,7 @@
 #include "core/config.h"
 #include "core/fds.h"
 #include "core/log.h"
+#include "core/random.h"
 #include "prov/enosys.h"
 #include "prov/shm/shm.h"
 #include "prov/shm/shm_config.h"
@@ -11,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <random>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -99,8 +99,7 @@ const ViOps kViOps = {
 VIP_RETURN nic_open(Nic *nic, const char *device) {
     auto *s = new (std::nothrow) ShmNic;
     if (!s) return VIP_ERROR_RESOURCE;
-    std::random_device rd;
-    s->id = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (static_cast<uint64_t>(getpid()) << 16);
+    s->id = random_u64() ^ (static_cast<uint64_t>(getpid()) << 16);
     nic->prov = s;
     VIP_NIC_ATTRIBUTES &a = nic->attrs;
     snprintf(a.Name, sizeof a.Name, "%s", device);

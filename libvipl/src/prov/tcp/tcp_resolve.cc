@@ -3,6 +3,7 @@
 // used because it retries its waits after a signal: a lookup made with it
 // could not return VIP_INTERRUPTED.
 #include "core/clock.h"
+#include "core/random.h"
 #include "core/wait.h"
 #include "prov/tcp/tcp.h"
 
@@ -228,7 +229,7 @@ Answer parse_response(const uint8_t *m, size_t len, uint16_t id, uint16_t type,
 // Asks the servers for the records of each type of `name`; interruptible.
 VIP_RETURN ask(const ResolvConf &rc, const std::string &name, const std::vector<uint16_t> &types,
                std::vector<sockaddr_storage> *addrs, std::string *ptr) {
-    static thread_local std::minstd_rand rng(std::random_device{}());
+    static thread_local std::minstd_rand rng(static_cast<uint32_t>(random_u64()));
     for (int attempt = 0; attempt < rc.attempts; ++attempt)
         for (const sockaddr_storage &server : rc.servers) {
             int fd = socket(server.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
