@@ -4,7 +4,8 @@
 // kernel descriptor itself, goes through real() so that it never re-enters a wrapper.
 // Filling the table is idempotent and needs no lock: racing threads store the same
 // pointers.  The table is complete before the first wrapper runs its body (wrappers call
-// real() first), and it is never changed afterwards, so signal handlers may use it.
+// real() first), and it is never changed afterwards (but for the direct marks beside it,
+// files.h's), so signal handlers may use it.
 #pragma once
 
 #include <atomic>
