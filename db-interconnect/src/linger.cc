@@ -91,7 +91,7 @@ void linger_stream(vipl::Stream &&s) noexcept {
 }
 
 void linger_reap() noexcept {
-    if (detail::g_linger_count.load(std::memory_order_relaxed) == 0) return;
+    if (!linger_any()) return;
     Inside in;
     std::unique_lock<std::mutex> g(g_mu, std::try_to_lock);
     if (g.owns_lock()) reap_locked(false);
