@@ -93,9 +93,18 @@ class Workload:
     """One pgbench run: name in the CSV (benchmark pg_<name>_<metric>, size = clients);
     args: pgbench's built-in script (-S; none: TPC-B), or script: a script file's text."""
 
-    def __init__(self, name, label, clients, args=(), script=None):
+    def __init__(self, name, label, clients, args=(), script=None, seconds=None, links=None,
+                 every=1):
         self.name, self.label, self.clients = name, label, clients
         self.args, self.script = list(args), script
+        # -C: a connection per transaction, so backends come and go within a window.
+        self.reconnects = "-C" in self.args
+        self.seconds = seconds  # pgbench -T; None: PGBENCH_S
+        self.links = links  # the links it runs on; None: every link
+        self.every = every  # runs in rounds 1, 1 + every, ...
+
+    def runs(self, link, round_no):
+        return (self.links is None or link in self.links) and (round_no - 1) % self.every == 0
 
 
 # Every pgbench run: -M prepared, -j 1, -n; on every link, host and namespaces.
@@ -104,6 +113,13 @@ WORKLOADS = [
     Workload("ro", "-S, 1 client", 1, ["-S"]),
     Workload("ro", "-S, 8 clients", 8, ["-S"]),
     Workload("tpcb", "TPC-B, 8 clients", 8),
+    # What a program without a connection pool pays: connect, authenticate, one point
+    # select, disconnect (pgbench -C), so every set-up the interconnect adds is counted.
+    # Two seconds: at a few hundred connections a second pgbench's log (stdio) shows its
+    # first transactions only after ~0.4 s, where the window starts.  On the host's three
+    # links in every other round (4 of the main job's 7): 15 s a round.
+    Workload("conn", "-S, 1 client, a connection each", 1, ["-S", "-C"], seconds=2,
+             links=["pg-unix", "pg-tcp", "pg-vipl"], every=2),
 ]
 COPY_LABEL = "COPY 100 MB out"
 

@@ -42,6 +42,20 @@ def cpu_ns(pid):
         return None
 
 
+TICK_NS = 10**9 // os.sysconf("SC_CLK_TCK")
+
+
+def reaped_ns(pid):
+    """CPU time of the children pid waited for (stat's cutime + cstime), ns: a backend
+    that ended within a window is counted there, through its postmaster."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            f = fh.read().rsplit(")", 1)[1].split()
+        return (int(f[13]) + int(f[14])) * TICK_NS  # fields 16, 17 of proc(5)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def switches(pid):
     """Voluntary + involuntary context switches."""
     try:
@@ -85,6 +99,7 @@ class Snap:
     def __init__(self, server, client, stat_tool):
         self.t = time.time()
         self.cpu = {p: cpu_ns(p) for p in server + client}
+        self.reaped = {p: reaped_ns(p) for p in server}
         self.cs = {p: switches(p) for p in server + client}
         self.stat = vipl_stat(stat_tool, server + client)
 

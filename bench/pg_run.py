@@ -23,7 +23,7 @@ import pg_plan as plan
 from pg_instance import Instance, PgError, SlowStart, as_postgres, pg, sh
 from pg_plan import COPY_BYTES, LINKS, PLACEMENTS, WORKLOADS
 from pg_proc import (Perf, ProbeError, Snap, call_event, cmdline, grown, sleep_until,
-                     stat_grown, traced_calls)
+                     stat_grown, traced_calls, vipl_stat)
 
 TPCB_RESET = ["VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history"]
 MIN_WINDOW_S = 0.25
@@ -46,6 +46,7 @@ class Window:
     def __init__(self, s1, s2, server, client, done, perf=None):
         self.s1, self.s2, self.server, self.client = s1, s2, server, client
         self.done, self.perf = done, perf
+        self.seen = s2.stat  # connection rows seen open in the window (pgbench_window)
 
     def count(self, t1, t2):
         return sum(1 for t, _ in self.done if t1 < t <= t2)
@@ -186,6 +187,8 @@ class PgPart:
         for placement in PLACEMENTS:
             for w in WORKLOADS:
                 for link in self.order(placement):
+                    if not w.runs(link.name, self.r.round):
+                        continue
                     inst = self.usable(f"pg_{w.name}", link, placement)
                     if inst:
                         self.pgbench(inst, w, placement)
@@ -210,7 +213,7 @@ class PgPart:
         self.seq += 1
         prefix = os.path.join(self.logs, f"{self.seq}")
         argv = [pg("pgbench"), "-n", "-M", "prepared", "-j", "1", "-c", str(w.clients), "-T",
-                str(plan.PGBENCH_S), "-l", "--log-prefix", prefix] + inst.conn_args() + w.args
+                str(w.seconds or plan.PGBENCH_S), "-l", "--log-prefix", prefix] + inst.conn_args() + w.args
         if w.script:
             argv += ["-f", self.scripts[w.name]]
         argv.append(plan.DB_NAME)
@@ -219,15 +222,17 @@ class PgPart:
                 inst.admin(*TPCB_RESET)
             inst.pin(s)
             try:
-                win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf)
+                win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf, w,
+                                          placement)
             except SlowStart as e:  # once more; a second slow start is reported
                 print(f"  db: {bench} {link.name} {placement}: {e}: once more", flush=True)
                 for path in glob.glob(prefix + ".*"):
                     os.unlink(path)
                 if w.name == "tpcb":
                     inst.admin(*TPCB_RESET)
-                win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf)
-            self.check_links(inst, win, w.clients, placement)
+                win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf, w,
+                                          placement)
+            self.check_links(inst, win, w.clients, placement, w.reconnects)
         except RUN_ERRORS as e:
             self.r.fail(bench, link.name, placement, why(e))
             return
@@ -236,7 +241,7 @@ class PgPart:
                 os.unlink(path)
         self.record(bench, link, placement, w.clients, win, "tx")
 
-    def pgbench_window(self, inst, cmd, prefix, want_perf):
+    def pgbench_window(self, inst, cmd, prefix, want_perf, w, placement):
         out = tempfile.TemporaryFile("w+", dir=self.logs)
         t_launch = time.time()
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True,
@@ -253,7 +258,7 @@ class PgPart:
                     raise PgError("pgbench did not get going: " + self.tail(p, out))
                 time.sleep(0.005)
             t_go = time.time()
-            end = t_launch + plan.PGBENCH_S - plan.END_S  # pgbench's clock starts later
+            end = t_launch + (w.seconds or plan.PGBENCH_S) - plan.END_S  # its clock starts later
             if end - (t_go + plan.WARM_S) < MIN_WINDOW_S:
                 raise SlowStart(t_go - t_launch)
             if want_perf and self.perf_tool:
@@ -268,6 +273,18 @@ class PgPart:
             s2 = Snap(server, [p.pid], inst.vipl_run)
             counts = perf.finish() if perf else None
             perf = None
+            # A client that reconnects for every transaction may be between two
+            # connections at both ends, or negotiating one (its row says kernel until
+            # then): look again until one rides what it should (check_links).
+            seen = {**s1.stat, **s2.stat}
+            want = inst.link.rides(placement)
+            for _ in range(40 if w.reconnects and inst.link.vipl else 0):
+                if any(pid == p.pid and r["trans"] in want for (pid, _), r in seen.items()):
+                    break
+                if p.poll() is not None:
+                    break
+                seen.update(vipl_stat(inst.vipl_run, [p.pid]))
+                time.sleep(0.002)
             try:
                 p.wait(timeout=plan.RUN_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -280,6 +297,7 @@ class PgPart:
                     f"{done[0][0] - s1.t:+.3f} s, {done[-1][0] - s2.t:+.3f} s" if done else
                     "empty") + ")")
             win = Window(s1, s2, server, [p.pid], done)
+            win.seen = seen
             if counts is not None:
                 win.perf = (pe1, pe2, counts)
             return win
@@ -300,14 +318,17 @@ class PgPart:
         out.seek(0)
         return out.read().strip().replace("\n", " | ")[-300:]
 
-    def check_links(self, inst, win, clients, placement):
+    def check_links(self, inst, win, clients, placement, reconnects=False):
         """An interconnect row counts only if every client connection rode what its link
         and placement say (Link.rides): vipl, or the kernel where the placement rule keeps
-        the connection there (each interposed connection has a row either way)."""
+        the connection there (each interposed connection has a row either way).  A client
+        that reconnects for every transaction: one of its connections seen in the window
+        (the others may have been negotiating still)."""
         if not inst.link.vipl:
             return
         want = inst.link.rides(placement)
-        rows = [r for (pid, _), r in win.s2.stat.items() if pid in win.client]
+        stat = win.seen if reconnects else win.s2.stat
+        rows = [r for (pid, _), r in stat.items() if pid in win.client]
         rode = sum(1 for r in rows if r["trans"] in want)
         if rode < clients:
             seen = ", ".join(sorted(r["trans"] for r in rows)) or "no interposed connection"
@@ -426,7 +447,10 @@ class PgPart:
             add("lat_p99", lat[math.ceil(0.99 * len(lat)) - 1], "us", n)
             for q in plan.LAT_QUANTILES:
                 add(f"lat_q{q:g}", lat[max(0, math.ceil(q / 100 * len(lat)) - 1)], "us", n)
-        cs, cc = grown(s1, s2, "cpu", win.server), grown(s1, s2, "cpu", win.client)
+        # Backends that ended within the window (a connection each) count through the
+        # postmaster that reaped them.
+        cs = grown(s1, s2, "cpu", win.server) + grown(s1, s2, "reaped", win.server)
+        cc = grown(s1, s2, "cpu", win.client)
         add("cpu", (cs + cc) / 1000 / n, f"us/{per}", n)
         add("cpu_server", cs / 1000 / n, f"us/{per}", n)
         add("cpu_client", cc / 1000 / n, f"us/{per}", n)
@@ -466,7 +490,10 @@ class PgPart:
                 self.copy(inst, placement, perf=True)
             else:
                 w = next(w for w in WORKLOADS if w.name == name and w.clients == clients)
-                self.pgbench(inst, w, placement, perf=True)
+                # perf follows the processes of its start: not the backends of later
+                # connections.  Its CPU per connection, server and client, tells instead.
+                if not w.reconnects:
+                    self.pgbench(inst, w, placement, perf=True)
 
 
 def before_build(build):
