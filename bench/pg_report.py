@@ -234,28 +234,36 @@ def plot(rep):
     except ImportError:
         rep.emit("(matplotlib missing: no database plot)", "")
         return
-    fig, axes = plt.subplots(1, 3, figsize=(16, 5), gridspec_kw={"width_ratios": [4, 4, 2]})
+    # Connections a second are a hundredth of the other workloads' TPS: a panel of their
+    # own, beside COPY's, both per placement.
+    steady = [w for w in WORKLOADS if not w.reconnects]
+    per_conn = [w for w in WORKLOADS if w.reconnects]
+    fig, axes = plt.subplots(1, 3 + len(per_conn), figsize=(16 + 2 * len(per_conn), 5),
+                             gridspec_kw={"width_ratios": [4, 4] + [2] * (1 + len(per_conn))})
     width = 0.8 / len(LINKS)
     for ax, placement in zip(axes[:2], PLACEMENTS):
         for i, link in enumerate(LINKS):
             vals = [rep.get(f"pg_{w.name}_tps", link.name, placement, w.clients) or 0
-                    for w in WORKLOADS]
-            ax.bar([x + i * width for x in range(len(WORKLOADS))], vals, width,
+                    for w in steady]
+            ax.bar([x + i * width for x in range(len(steady))], vals, width,
                    label=link.label)
-        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(WORKLOADS))],
-                      [w.label for w in WORKLOADS], fontsize=8)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(steady))],
+                      [w.label for w in steady], fontsize=8)
         ax.set_title(f"pgbench TPS, {PLACEMENT_LABEL[placement]}")
         ax.set_ylabel("transactions/s (median over rounds)")
         ax.grid(True, axis="y", alpha=0.3)
-    ax = axes[2]
-    for i, link in enumerate(LINKS):
-        vals = [rep.get("pg_copy_mbps", link.name, p, COPY_BYTES) or 0 for p in PLACEMENTS]
-        ax.bar([x + i * width for x in range(len(PLACEMENTS))], vals, width, label=link.label)
-    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(PLACEMENTS))],
-                  [PLACEMENT_LABEL[p] for p in PLACEMENTS])
-    ax.set_title(plan.COPY_LABEL)
-    ax.set_ylabel("MB/s")
-    ax.grid(True, axis="y", alpha=0.3)
+    panels = [(f"pg_{w.name}_tps", w.clients, w.label, "connections/s") for w in per_conn]
+    panels.append(("pg_copy_mbps", COPY_BYTES, plan.COPY_LABEL, "MB/s"))
+    for ax, (bench, size, title, unit) in zip(axes[2:], panels):
+        for i, link in enumerate(LINKS):
+            vals = [rep.get(bench, link.name, p, size) or 0 for p in PLACEMENTS]
+            ax.bar([x + i * width for x in range(len(PLACEMENTS))], vals, width,
+                   label=link.label)
+        ax.set_xticks([x + 0.4 - width / 2 for x in range(len(PLACEMENTS))],
+                      [PLACEMENT_LABEL[p] for p in PLACEMENTS])
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(unit)
+        ax.grid(True, axis="y", alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(rep.out, "pg.png"), dpi=110)
