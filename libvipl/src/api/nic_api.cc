@@ -5,6 +5,7 @@
 #include "core/lifecycle.h"
 #include "core/log.h"
 #include "core/vi_guard.h"
+#include "core/vma.h"
 #include "prov/provider.h"
 
 #include <cerrno>
@@ -145,25 +146,6 @@ static uint32_t region_flags(const VIP_MEM_ATTRIBUTES &a) {
            (a.Shareable ? uint32_t(kRegionShareable) : 0u);
 }
 
-// Whether every byte of [addr, addr+len) is in a MAP_SHARED mapping, which a
-// fork child shares instead of copying.
-static bool shared_mapping(uint64_t addr, uint64_t len) {
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (!f) return false;
-    uint64_t at = addr, end = addr + len;
-    char line[512];
-    while (at < end && fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        char perms[8];
-        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
-        if (hi <= at || lo > at) continue;
-        if (perms[3] != 's') break;
-        at = hi;
-    }
-    fclose(f);
-    return at >= end;
-}
-
 VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VIP_ULONG Length,
                           VIP_MEM_ATTRIBUTES *MemAttribs, VIP_MEM_HANDLE *MemHandle) {
     return api_call([&] {
@@ -184,7 +166,7 @@ VIP_RETURN VipRegisterMem(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddress, VI
             VIPL_INFO("VipRegisterMem: [%p, +%lu) is not mapped", VirtualAddress, Length);
             return VIP_INVALID_PARAMETER;
         }
-        if (MemAttribs->Shareable && !shared_mapping(addr, Length)) {
+        if (MemAttribs->Shareable && !vma_shared(addr, Length)) {
             VIPL_WARN("VipRegisterMem: shareable memory [%p, +%lu) is not a shared mapping "
                       "(MAP_SHARED, memfd, shm): a fork child would get a copy",
                       VirtualAddress, Length);
@@ -287,7 +269,7 @@ VIP_RETURN VipSetMemAttributes(VIP_NIC_HANDLE NicHandle, VIP_PVOID VirtualAddres
         vipl::Ptag *p = find_ptag(nic, MemAttribs->Ptag);
         if (!p) return VIP_INVALID_PTAG;
         if (MemAttribs->Shareable && !(e->flags.load() & kRegionShareable) &&
-            !shared_mapping(e->base, e->length)) {
+            !vma_shared(e->base, e->length)) {
             VIPL_WARN("VipSetMemAttributes: [%p, +%lu) is not a shared mapping", VirtualAddress,
                       static_cast<unsigned long>(e->length));
             return VIP_INVALID_PARAMETER;
