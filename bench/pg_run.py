@@ -213,7 +213,8 @@ class PgPart:
         self.seq += 1
         prefix = os.path.join(self.logs, f"{self.seq}")
         argv = [pg("pgbench"), "-n", "-M", "prepared", "-j", "1", "-c", str(w.clients), "-T",
-                str(w.seconds or plan.PGBENCH_S), "-l", "--log-prefix", prefix] + inst.conn_args() + w.args
+                str(w.seconds or plan.PGBENCH_S), "-l", "--log-prefix", prefix]
+        argv += inst.conn_args() + w.args
         if w.script:
             argv += ["-f", self.scripts[w.name]]
         argv.append(plan.DB_NAME)
