@@ -52,6 +52,13 @@ class Window:
         return sum(1 for t, _ in self.done if t1 < t <= t2)
 
 
+def rode(stat, pids, want):
+    """How many connection rows of pids in a vipl-run --stat snapshot rode a transport
+    of want (Link.rides), and those rows."""
+    rows = [r for (pid, _), r in stat.items() if pid in pids]
+    return sum(1 for r in rows if r["trans"] in want), rows
+
+
 class PgPart:
     def __init__(self, runner):
         self.r = runner
@@ -280,9 +287,7 @@ class PgPart:
             seen = {**s1.stat, **s2.stat}
             want = inst.link.rides(placement)
             for _ in range(40 if w.reconnects and inst.link.vipl else 0):
-                if any(pid == p.pid and r["trans"] in want for (pid, _), r in seen.items()):
-                    break
-                if p.poll() is not None:
+                if rode(seen, [p.pid], want)[0] or p.poll() is not None:
                     break
                 seen.update(vipl_stat(inst.vipl_run, [p.pid]))
                 time.sleep(0.002)
@@ -328,12 +333,10 @@ class PgPart:
         if not inst.link.vipl:
             return
         want = inst.link.rides(placement)
-        stat = win.seen if reconnects else win.s2.stat
-        rows = [r for (pid, _), r in stat.items() if pid in win.client]
-        rode = sum(1 for r in rows if r["trans"] in want)
-        if rode < clients:
+        n, rows = rode(win.seen if reconnects else win.s2.stat, win.client, want)
+        if n < clients:
             seen = ", ".join(sorted(r["trans"] for r in rows)) or "no interposed connection"
-            raise PgError(f"{rode} of {clients} client connections rode {' or '.join(want)} "
+            raise PgError(f"{n} of {clients} client connections rode {' or '.join(want)} "
                           f"({seen})")
 
     # -------------------------------------------------------------- COPY
