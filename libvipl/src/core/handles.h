@@ -18,8 +18,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <new>
+#include <sys/mman.h>
 #include <vector>
 
 namespace vipl {
@@ -94,6 +96,23 @@ struct Object {
 };
 
 struct NoLocal {};
+
+// LeakSanitizer's, present only in a build with it.
+extern "C" void __lsan_register_root_region(const void *p, size_t size) __attribute__((weak));
+
+// An array of n zero-valued E on fresh anonymous pages (E's zero is all bits clear: atomic
+// pointers), never freed: a handle table lives as long as its process.  Without memory
+// for it the library cannot work at all.
+template <class E>
+E *zeroed_directory(size_t n) {
+    void *p =
+        mmap(nullptr, n * sizeof(E), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    // A leak checker scans the heap and globals, not our own mappings: the chunks the
+    // directory points at are not lost.
+    if (__lsan_register_root_region) __lsan_register_root_region(p, n * sizeof(E));
+    return static_cast<E *>(p);
+}
 
 // Objects with a lock are handed out locked by create(): a thread that still
 // holds a pointer from before (a CQ's member list, a lookup racing a destroy)
@@ -335,7 +354,9 @@ private:
     static constexpr size_t kSharedBytes = kHoldersAt + sizeof(Holders);
 
     mutable Mutex lock_;
-    std::atomic<Slot *> chunks_[kMaxChunks] = {};
+    // Zero pages never touched but for the chunks in use: a forking process (a database's
+    // postmaster) then gives each child no copy of a directory it would never read.
+    std::atomic<Slot *> *const chunks_ = zeroed_directory<std::atomic<Slot *>>(kMaxChunks);
     std::vector<uint32_t> free_;
     std::vector<T *> pool_;
     uint32_t next_ = 0;
