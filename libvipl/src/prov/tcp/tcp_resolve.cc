@@ -12,13 +12,13 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <netinet/in.h>
 #include <poll.h>
 #include <random>
-#include <sstream>
 #include <string>
+#include <string_view>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -67,34 +67,57 @@ bool parse_numeric(const std::string &text, sockaddr_storage *out) {
     return false;
 }
 
+// Calls f with the whitespace-separated words of each line of `path` (up to the first of
+// the `comment` characters) that has any, until f returns false.  C stdio, not iostreams:
+// a library linked with its own copy of the C++ runtime would carry all of its locales.
+template <class F>
+void for_each_line_words(const char *path, const char *comment, F &&f) {
+    FILE *fp = fopen(path, "re");
+    if (!fp) return;
+    constexpr const char *kSpace = " \t\r\n\v\f";
+    char *buf = nullptr;
+    size_t cap = 0;
+    ssize_t n;
+    std::vector<std::string> words;
+    while ((n = getline(&buf, &cap, fp)) >= 0) {
+        std::string_view line(buf, static_cast<size_t>(n));
+        line = line.substr(0, line.find_first_of(comment));
+        words.clear();
+        for (size_t i = line.find_first_not_of(kSpace); i != std::string_view::npos;
+             i = line.find_first_not_of(kSpace, i)) {
+            size_t j = std::min(line.find_first_of(kSpace, i), line.size());
+            words.emplace_back(line.substr(i, j - i));
+            i = j;
+        }
+        if (!words.empty() && !f(words)) break;
+    }
+    free(buf);
+    fclose(fp);
+}
+
 ResolvConf read_resolv_conf() {
     ResolvConf rc;
-    std::ifstream in("/etc/resolv.conf");
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream words(line.substr(0, line.find_first_of("#;")));
-        std::string key, value;
-        if (!(words >> key)) continue;
-        if (key == "nameserver" && words >> value) {
+    for_each_line_words("/etc/resolv.conf", "#;", [&](const std::vector<std::string> &w) {
+        const std::string &key = w[0];
+        if (key == "nameserver" && w.size() > 1) {
             sockaddr_storage ss;
-            if (parse_numeric(value, &ss)) {
+            if (parse_numeric(w[1], &ss)) {
                 reinterpret_cast<sockaddr_in *>(&ss)->sin_port = htons(53); // same place in both
                 rc.servers.push_back(ss);
             }
         } else if (key == "search" || key == "domain") {
-            rc.search.clear();
-            while (words >> value) rc.search.push_back(value);
+            rc.search.assign(w.begin() + 1, w.end());
         } else if (key == "options") {
-            while (words >> value) {
+            for (size_t i = 1; i < w.size(); ++i) {
                 int n;
-                if (sscanf(value.c_str(), "timeout:%d", &n) == 1)
+                if (sscanf(w[i].c_str(), "timeout:%d", &n) == 1)
                     rc.timeout_s = std::clamp(n, 1, 30);
-                if (sscanf(value.c_str(), "attempts:%d", &n) == 1)
-                    rc.attempts = std::clamp(n, 1, 5);
-                if (sscanf(value.c_str(), "ndots:%d", &n) == 1) rc.ndots = std::clamp(n, 0, 15);
+                if (sscanf(w[i].c_str(), "attempts:%d", &n) == 1) rc.attempts = std::clamp(n, 1, 5);
+                if (sscanf(w[i].c_str(), "ndots:%d", &n) == 1) rc.ndots = std::clamp(n, 0, 15);
             }
         }
-    }
+        return true;
+    });
     if (rc.servers.empty()) { // as the system resolver: the local server
         uint8_t lo[4] = {127, 0, 0, 1};
         rc.servers.push_back(make_addr(AF_INET, lo, 53));
@@ -105,26 +128,23 @@ ResolvConf read_resolv_conf() {
 // /etc/hosts: the addresses of `name`, or (name empty) the first name of `addr`.
 void read_hosts(const std::string &name, std::vector<sockaddr_storage> *addrs,
                 const sockaddr_storage *addr, std::string *found) {
-    std::ifstream in("/etc/hosts");
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream words(line.substr(0, line.find('#')));
-        std::string a, n;
+    for_each_line_words("/etc/hosts", "#", [&](const std::vector<std::string> &w) {
         sockaddr_storage ss;
-        if (!(words >> a) || !parse_numeric(a, &ss)) continue;
+        if (!parse_numeric(w[0], &ss)) return true;
         if (addr) {
-            if (ss.ss_family == addr->ss_family && words >> n && !memcmp(&ss, addr, sizeof ss)) {
-                *found = n;
-                return;
+            if (ss.ss_family == addr->ss_family && w.size() > 1 && !memcmp(&ss, addr, sizeof ss)) {
+                *found = w[1];
+                return false;
             }
-            continue;
+            return true;
         }
-        while (words >> n)
-            if (!strcasecmp(n.c_str(), name.c_str())) {
+        for (size_t i = 1; i < w.size(); ++i)
+            if (!strcasecmp(w[i].c_str(), name.c_str())) {
                 addrs->push_back(ss);
                 break;
             }
-    }
+        return true;
+    });
 }
 
 // ----------------------------------------------------------------- DNS
