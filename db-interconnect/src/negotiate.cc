@@ -5,6 +5,7 @@
 #include "kernel_io.h"
 #include "log.h"
 #include "marker.h"
+#include "one_cpu_memo.h"
 #include "placement.h"
 #include "real.h"
 #include "stats.h"
@@ -171,6 +172,7 @@ bool client_decide(Sock *s, int fd, const uint8_t *buf, ssize_t n) {
         go_plain(s, fd, "malformed reply");
         return true;
     }
+    if (r.status == Status::one_cpu) one_cpu_remember(s->server_tag, s->hello);
     if (r.status != Status::ok) {
         go_plain(s, fd,
                  r.status == Status::bad_version ? "server speaks another version"
@@ -426,10 +428,10 @@ namespace vipl::db {
 void client_connected(Sock *s, int fd) noexcept {
     Provider route;
     const char *why = nullptr;
+    std::string name; // the server's marker: what the one-CPU memo knows it by
     if (s->family == AF_UNIX) {
         std::string wild;
-        std::string name =
-            marker_probe_names(reinterpret_cast<sockaddr *>(&s->dest), s->dest_len, &wild);
+        name = marker_probe_names(reinterpret_cast<sockaddr *>(&s->dest), s->dest_len, &wild);
         if (!marker_exists(name)) why = "";
         route = Provider::shm;
     } else if (same_host(fd)) {
@@ -437,7 +439,7 @@ void client_connected(Sock *s, int fd) noexcept {
         socklen_t pl = sizeof peer;
         getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &pl);
         std::string wild;
-        std::string name = marker_probe_names(reinterpret_cast<sockaddr *>(&peer), pl, &wild);
+        name = marker_probe_names(reinterpret_cast<sockaddr *>(&peer), pl, &wild);
         if (!marker_exists(name) && !marker_exists(wild)) why = "";
         route = Provider::shm;
     } else if (s->remote_rule) {
@@ -450,6 +452,16 @@ void client_connected(Sock *s, int fd) noexcept {
         h.provider = route;
         h.buffer_size = config().buffer_size;
         placement_say(&h);
+        s->server_tag = fnv1a(name.data(), name.size());
+        uint64_t age_ms = 0;
+        if (one_cpu_recalls(s->server_tag, h, &age_ms)) {
+            // No HELLO: the server takes the connection for a plain client's.
+            VIPL_DB_INFO("fd %d stays on the kernel: client and server run on one CPU only "
+                         "(the server said so %llu ms ago)",
+                         fd, static_cast<unsigned long long>(age_ms));
+            set_state(s, SockState::plain);
+            return;
+        }
         if (!random_bytes(h.token, sizeof h.token) || !random_bytes(h.secret, sizeof h.secret)) {
             why = "no random bytes for the hello";
         } else {

@@ -91,6 +91,7 @@ struct Sock : File {
     socklen_t dest_len = 0;
     Provider provider = Provider::shm;
     Hello hello;
+    uint32_t server_tag = 0; // the server's marker, for the one-CPU memo (one_cpu_memo.h)
     // Bytes of the program's that travel on the kernel connection before the stream's:
     // a client counts what it wrote while waiting for the REPLY; a server, what it still
     // has to read there (the stream's first bytes say how many).

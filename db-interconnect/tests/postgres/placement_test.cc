@@ -13,6 +13,7 @@
 
 #include <fstream>
 #include <sched.h>
+#include <sstream>
 
 using namespace pgt;
 
@@ -149,4 +150,48 @@ TEST_CASE("pg placement: the server's VIPL_DB_ONE_CPU=1 decides for vipl too", "
     exercise(s);
     require_carried(s.pid(), Role::client, Carrier::shm);
     require_carried(s.backend_pid(), Role::server, Carrier::shm);
+}
+
+// The client's one-CPU memo (src/one_cpu_memo.h): psql reconnects with \c.  Its first
+// connection asks the server and stays on the kernel; the second, made at once from the
+// same CPU, sends no HELLO and stays there too; the third, more than the memo's second
+// later, asks again.  Every statement is answered on each of the three.
+TEST_CASE("pg placement: a client remembers the one-CPU answer for a second, then asks again",
+          "[pg][placement]") {
+    Pinning pins;
+    Autogroups autogroups;
+    pins.pin(pins.cpus()[0]);
+    if (autogroups.set(1) != 1) {
+        WARN("kernel.sched_autogroup_enabled cannot be set here: no one-CPU answer to remember");
+        return;
+    }
+    PgCluster pg;
+    const std::string asked = "client and server run on one CPU only";
+    const std::string recalled = "client and server run on one CPU only (the server said so ";
+    for (bool tcp : {false, true}) {
+        INFO((tcp ? "TCP 127.0.0.1" : "unix socket"));
+        Client c;
+        c.env = {"VIPL_DB_LOG=2"};
+        const std::string out =
+            run_ok(pg.client({"psql", "-X", "-At", "-v", "ON_ERROR_STOP=1", "-d",
+                              tcp ? pg.tcp_conninfo() : pg.unix_conninfo(), "-c", "SELECT 'one'",
+                              "-c", "\\c", "-c", "SELECT 'two'", "-c", "\\! sleep 1.3", "-c", "\\c",
+                              "-c", "SELECT 'three'"},
+                             c),
+                   30000);
+        INFO(out);
+        REQUIRE(out.find("one\n") != std::string::npos);
+        REQUIRE(out.find("two\n") != std::string::npos);
+        REQUIRE(out.find("three\n") != std::string::npos);
+        // The interposer's lines, in the order it wrote them (psql's own output may come
+        // later through its buffer): asked, recalled, asked again.
+        std::vector<std::string> said;
+        std::istringstream lines(out);
+        for (std::string l; std::getline(lines, l);)
+            if (l.find("stays on the kernel: ") != std::string::npos) said.push_back(l);
+        REQUIRE(said.size() == 3);
+        CHECK(said[0].ends_with(asked));
+        CHECK(said[1].find(recalled) != std::string::npos);
+        CHECK(said[2].ends_with(asked));
+    }
 }
