@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace vipl {
@@ -364,7 +365,13 @@ using ConnTable = HandleTable<ConnReq, HandleTag::conn>;
 
 // One table of each kind per process, made at first use (from a static
 // constructor too) and never destroyed.  The hot path is one load; the
-// pointer starts null before any constructor runs.
+// pointer starts null before any constructor runs.  Tables are born under
+// g_table_birth, which the fork handlers hold: no child inherits one half
+// made, and a process that never made one (a server that forks per
+// connection and leaves VIPL to its children) locks and unlocks nothing of it
+// across fork, which would have cost the parent and each child a copied page.
+inline std::mutex g_table_birth;
+
 template <class T>
 class TheTable {
 public:
@@ -372,11 +379,17 @@ public:
         T *t = p_.load(std::memory_order_acquire);
         return t ? *t : make();
     }
+    // The table if this process made it, else nullptr (for the fork handlers).
+    static T *made() { return p_.load(std::memory_order_acquire); }
 
 private:
     __attribute__((noinline)) static T &make() {
-        static T *t = new T;
-        p_.store(t, std::memory_order_release);
+        std::lock_guard<std::mutex> g(g_table_birth);
+        T *t = p_.load(std::memory_order_relaxed);
+        if (!t) {
+            t = new T;
+            p_.store(t, std::memory_order_release);
+        }
         return *t;
     }
     static inline std::atomic<T *> p_{nullptr};
@@ -395,6 +408,16 @@ __attribute__((always_inline)) inline CqTable &cqs() {
 }
 __attribute__((always_inline)) inline ConnTable &conns() {
     return TheTable<ConnTable>::get();
+}
+
+// Calls f with each table this process has made.
+template <class F>
+void for_each_made_table(F &&f) {
+    if (NicTable *t = TheTable<NicTable>::made()) f(*t);
+    if (PtagTable *t = TheTable<PtagTable>::made()) f(*t);
+    if (ViTable *t = TheTable<ViTable>::made()) f(*t);
+    if (CqTable *t = TheTable<CqTable>::made()) f(*t);
+    if (ConnTable *t = TheTable<ConnTable>::made()) f(*t);
 }
 
 } // namespace vipl

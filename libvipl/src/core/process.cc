@@ -30,32 +30,28 @@ std::atomic<int> g_held{0}; // shareable objects this process holds
 void before_fork() {
     g_token_before_fork = self_token();
     g_child_token = new_token();
-    nics().lock_for_fork();
-    ptags().lock_for_fork();
-    vis().lock_for_fork();
-    cqs().lock_for_fork();
-    conns().lock_for_fork();
+    g_table_birth.lock();
+    for_each_made_table([](auto &t) { t.lock_for_fork(); });
     notifier_lock_for_fork();
     // The child becomes a holder of what we share before fork() returns, so
     // that no holder (us included) can take itself for the last one
     // meanwhile.  Its pid follows from the child; a slot whose pid never
     // comes belongs to a fork that failed (others_alive clears it).
     uint64_t me = g_token_before_fork, child = g_child_token;
-    vis().for_each_in_child([&](Vi *vi) {
-        if (vi->shareable && vi->holders->has(me)) vi->holders->add(child, 0);
-    });
-    cqs().for_each_in_child([&](Cq *cq) {
-        if (cq->shareable && cq->holders->has(me)) cq->holders->add(child, 0);
-    });
+    if (ViTable *v = TheTable<ViTable>::made())
+        v->for_each_in_child([&](Vi *vi) {
+            if (vi->shareable && vi->holders->has(me)) vi->holders->add(child, 0);
+        });
+    if (CqTable *c = TheTable<CqTable>::made())
+        c->for_each_in_child([&](Cq *cq) {
+            if (cq->shareable && cq->holders->has(me)) cq->holders->add(child, 0);
+        });
 }
 
 void unlock_all() {
     notifier_unlock_after_fork();
-    conns().unlock_after_fork();
-    cqs().unlock_after_fork();
-    vis().unlock_after_fork();
-    ptags().unlock_after_fork();
-    nics().unlock_after_fork();
+    for_each_made_table([](auto &t) { t.unlock_after_fork(); });
+    g_table_birth.unlock();
 }
 
 void after_fork_in_parent() {
@@ -76,26 +72,31 @@ void after_fork_in_child() {
     int held = 0;
     g_mark_fd.store(-1, std::memory_order_relaxed); // the parent's, closed above
     // The mark first: a holder that sees our pid checks it at once.
+    // Tables the parent never made stay unmade here too.
+    ViTable *vt = TheTable<ViTable>::made();
+    CqTable *ct = TheTable<CqTable>::made();
     bool any = false;
-    vis().for_each_in_child([&](Vi *vi) { any |= vi->shareable; });
-    cqs().for_each_in_child([&](Cq *cq) { any |= cq->shareable; });
+    if (vt) vt->for_each_in_child([&](Vi *vi) { any |= vi->shareable; });
+    if (ct) ct->for_each_in_child([&](Cq *cq) { any |= cq->shareable; });
     if (any) holder_mark();
-    vis().for_each_in_child([&](Vi *vi) {
-        ViLocal &l = vis().local(vi);
-        l.watched = false;
-        l.wait_ep = -1; // private, closed above
-        if (!vi->shareable) {
-            l = ViLocal{}; // nothing of it is ours, not even copies
-            return;
-        }
-        vi->holders->set_pid(me, pid);
-        ++held; // its slot is in our table until we destroy it, held or not
-    });
-    cqs().for_each_in_child([&](Cq *cq) {
-        if (!cq->shareable) return;
-        cq->holders->set_pid(me, pid);
-        ++held;
-    });
+    if (vt)
+        vt->for_each_in_child([&](Vi *vi) {
+            ViLocal &l = vt->local(vi);
+            l.watched = false;
+            l.wait_ep = -1; // private, closed above
+            if (!vi->shareable) {
+                l = ViLocal{}; // nothing of it is ours, not even copies
+                return;
+            }
+            vi->holders->set_pid(me, pid);
+            ++held; // its slot is in our table until we destroy it, held or not
+        });
+    if (ct)
+        ct->for_each_in_child([&](Cq *cq) {
+            if (!cq->shareable) return;
+            cq->holders->set_pid(me, pid);
+            ++held;
+        });
     g_held.store(held, std::memory_order_relaxed);
 }
 
