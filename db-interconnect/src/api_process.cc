@@ -7,12 +7,15 @@
 #include "real.h"
 #include "signals.h"
 #include "stats.h"
+#include "thread_state.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <vipl_ext.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
@@ -101,6 +104,24 @@ void note_stats(int fd, File *f, void *arg) {
     s->stat = nullptr;
 }
 
+// What every child of a process would otherwise bind and load for itself, done once in
+// the process before its first fork (a postmaster forks a backend per connection):
+// - glibc binds lazily what its __cxa_thread_atexit_impl calls in the dynamic linker: the
+//   first thread_local with a destructor in a process (ours hold scratch vectors) searched
+//   every library of the process for it, about 60 us in a postmaster's child (thirty
+//   libraries);
+// - libvipl reads its configuration once per process (a child keeps its parent's): ~20 us.
+thread_local std::vector<char> t_before_fork VIPL_DB_TLS;
+std::atomic<bool> g_ready_for_children{false};
+
+void ready_for_children() {
+    if (g_ready_for_children.load(std::memory_order_relaxed)) return;
+    t_before_fork.clear(); // the first use registers the vector's destructor
+    VIP_CONFIG_INFO info;
+    for (VIP_ULONG i = 0, n = VipConfigCount(); i < n; ++i) VipConfigInfo(i, &info);
+    g_ready_for_children.store(true, std::memory_order_relaxed);
+}
+
 // The child's connections go into a table of its own (the parent's stays the parent's).
 void reopen_stats() {
     std::vector<Reopen> v;
@@ -117,6 +138,7 @@ void reopen_stats() {
 extern "C" {
 
 __attribute__((visibility("default"))) pid_t fork(void) {
+    ready_for_children();
     if (passthrough() || !config().enable) {
         pid_t p = real().fork();
         if (p == 0) {
