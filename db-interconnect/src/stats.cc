@@ -9,9 +9,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
+#include <string_view>
 
 namespace vipl::db {
 
@@ -48,32 +50,59 @@ bool make_table() {
     return true;
 }
 
+// Appends the pieces to out (len bytes, always terminated, cut short if need be).
+// Not snprintf: a program that never formats with glibc (PostgreSQL has its own) would
+// fault its formatting code in, in every process, for this one line.
+void put(char *out, size_t len, std::initializer_list<std::string_view> pieces) {
+    size_t n = 0;
+    for (std::string_view p : pieces) {
+        size_t k = std::min(p.size(), len - 1 - n);
+        std::memcpy(out + n, p.data(), k);
+        n += k;
+    }
+    out[n] = '\0';
+}
+
+std::string_view port_text(uint16_t port, char (&buf)[8]) {
+    char *end = buf + sizeof buf, *p = end;
+    do {
+        *--p = static_cast<char>('0' + port % 10);
+        port /= 10;
+    } while (port);
+    return {p, static_cast<size_t>(end - p)};
+}
+
 void peer_text(int fd, char *out, size_t len) {
     sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     out[0] = '\0';
     if (getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &sl) != 0) return;
     char ip[INET6_ADDRSTRLEN] = {};
+    char port[8];
     if (ss.ss_family == AF_INET) {
         auto *in = reinterpret_cast<sockaddr_in *>(&ss);
         inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-        std::snprintf(out, len, "%s:%u", ip, ntohs(in->sin_port));
+        put(out, len, {ip, ":", port_text(ntohs(in->sin_port), port)});
     } else if (ss.ss_family == AF_INET6) {
         auto *in6 = reinterpret_cast<sockaddr_in6 *>(&ss);
         inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-        std::snprintf(out, len, "[%s]:%u", ip, ntohs(in6->sin6_port));
+        put(out, len, {"[", ip, "]:", port_text(ntohs(in6->sin6_port), port)});
     } else if (ss.ss_family == AF_UNIX) {
         // The client end of a unix connection is usually unnamed: show the server's path.
         auto *un = reinterpret_cast<sockaddr_un *>(&ss);
+        auto path = [&] {
+            return std::string_view(un->sun_path,
+                                    strnlen(un->sun_path, sl - offsetof(sockaddr_un, sun_path)));
+        };
         if (sl > offsetof(sockaddr_un, sun_path) && un->sun_path[0]) {
-            std::snprintf(out, len, "unix:%s", un->sun_path);
+            put(out, len, {"unix:", path()});
         } else {
             sl = sizeof ss;
             if (getsockname(fd, reinterpret_cast<sockaddr *>(&ss), &sl) == 0 &&
                 sl > offsetof(sockaddr_un, sun_path) && un->sun_path[0])
-                std::snprintf(out, len, "unix:%s", un->sun_path);
+                put(out, len, {"unix:", path()});
             else
-                std::snprintf(out, len, "unix");
+                put(out, len, {"unix"});
         }
     }
 }
