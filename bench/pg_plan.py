@@ -140,6 +140,7 @@ PGBENCH_S = 1
 WARM_S = 0.1
 END_S = 0.1
 COPY_PAUSE_S = 0.15  # pg_sleep before and after the COPY: its CPU is sampled in them
+COPY_RUNS = 3  # COPYs of each link a round, the links taking turns
 RUN_TIMEOUT_S = 30
 
 # Before this work (server CPU 1, pgbench CPU 0, -M prepared), design notes: TPS.

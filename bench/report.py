@@ -8,6 +8,7 @@ Usage: report.py OUT_DIR
 import csv
 import json
 import os
+import statistics
 import sys
 
 import orb_plot
@@ -63,11 +64,13 @@ def load(out):
         for row in csv.DictReader(fh):
             key = (row["benchmark"], row["transport"], row["placement"], int(row["size"]))
             data[key] = (float(row["value"]), int(row["iterations"]))
-    raw = {}
+    # A round's figure: the median of its runs (the COPY runs several times a round).
+    runs = {}
     with open(os.path.join(out, "raw.csv")) as fh:
         for row in csv.DictReader(fh):
             key = (row["benchmark"], row["transport"], row["placement"], int(row["size"]))
-            raw.setdefault(int(row["round"]), {})[key] = float(row["value"])
+            runs.setdefault(int(row["round"]), {}).setdefault(key, []).append(float(row["value"]))
+    raw = {r: {k: statistics.median(v) for k, v in keys.items()} for r, keys in runs.items()}
     with open(os.path.join(out, "meta.json")) as fh:
         meta = json.load(fh)
     return data, raw, meta
