@@ -17,8 +17,8 @@ SETTINGS = [
     ("synchronous_commit", "off", "TPC-B commits do not wait for the WAL flush"),
     ("full_page_writes", "off", "less WAL per update (no crash safety needed)"),
     ("shared_buffers", "256MB", "the data (scale 8, ~130 MB) and the COPY table (~110 MB) fit"),
-    ("autovacuum", "off", "no background work during runs; TPC-B's small tables are "
-     "vacuumed and its history emptied before each TPC-B run"),
+    ("autovacuum", "off", "no background work during runs; pgbench's tables are vacuumed "
+     "and its history emptied before every pgbench run, on every link"),
     ("checkpoint_timeout", "1h", "no checkpoint during a run"),
     ("max_wal_size", "4GB", "no checkpoint during a run"),
     ("max_connections", "30", "8 clients and an administrator"),

@@ -4,8 +4,8 @@ over every link, each round; perf stat once, after the rounds, where a target wa
 setup() makes one template (initdb, pgbench -i, the COPY table) and a copy of it per link,
 each started as its own server.  Each round runs every workload, then COPY, on every link
 (in the order PgPart.order gives), in both placements.  Before every run the server's
-processes are pinned for the placement (TPC-B's small tables are also vacuumed and its
-history emptied); every run then measures a window that starts after its clients are
+processes are pinned for the placement, and pgbench's tables are vacuumed and its history
+emptied (RESET); every run then measures a window that starts after its clients are
 connected and warm (pg_plan.py).
 """
 import glob
@@ -25,7 +25,10 @@ from pg_plan import COPY_BYTES, LINKS, PLACEMENTS, WORKLOADS
 from pg_proc import (Perf, ProbeError, Snap, call_event, cmdline, grown, sleep_until,
                      stat_grown, traced_calls, vipl_stat)
 
-TPCB_RESET = ["VACUUM pgbench_branches", "VACUUM pgbench_tellers", "TRUNCATE pgbench_history"]
+# Before every pgbench run, on every link: TPC-B's updates leave dead rows (autovacuum is
+# off), and a link that ran faster before would meet more of them than a slower one.
+RESET = ["VACUUM pgbench_accounts", "VACUUM pgbench_branches", "VACUUM pgbench_tellers",
+         "TRUNCATE pgbench_history"]
 MIN_WINDOW_S = 0.25
 # What one run may raise: it fails that row of the report, the run goes on.
 RUN_ERRORS = (PgError, ProbeError, OSError, ValueError, subprocess.SubprocessError)
@@ -229,8 +232,7 @@ class PgPart:
             argv += ["-f", self.scripts[w.name]]
         argv.append(plan.DB_NAME)
         try:
-            if w.name == "tpcb":
-                inst.admin(*TPCB_RESET)
+            inst.admin(*RESET)
             inst.pin(s)
             try:
                 win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf, w,
@@ -239,8 +241,7 @@ class PgPart:
                 print(f"  db: {bench} {link.name} {placement}: {e}: once more", flush=True)
                 for path in glob.glob(prefix + ".*"):
                     os.unlink(path)
-                if w.name == "tpcb":
-                    inst.admin(*TPCB_RESET)
+                inst.admin(*RESET)
                 win = self.pgbench_window(inst, inst.client(c, argv), prefix, perf, w,
                                           placement)
             self.check_links(inst, win, w.clients, placement, w.reconnects)
