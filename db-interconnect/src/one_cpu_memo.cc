@@ -1,16 +1,16 @@
 #include "one_cpu_memo.h"
 
 #include "hello.h"
+#include "kernel_io.h"
 
 #include <atomic>
-#include <ctime>
 
 namespace vipl::db {
 
 namespace {
 
 struct Entry {
-    uint64_t at_ns = 0; // 0: empty
+    Clock::time_point at{}; // the epoch: empty
     uint32_t server = 0, cpu = 0, host = 0, group = 0;
 };
 
@@ -18,12 +18,6 @@ struct Entry {
 constexpr int kEntries = 8;
 Entry g_entries[kEntries];
 std::atomic_flag g_busy = ATOMIC_FLAG_INIT;
-
-uint64_t now_ns() noexcept {
-    timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // The memo while it lives, or nothing when another holder has it (never waits: the
 // holder may be the code a signal handler interrupted).
@@ -50,27 +44,27 @@ void one_cpu_remember(uint32_t server, const Hello &h) noexcept {
     // The server's own entry, else the oldest (an empty one is oldest of all).
     Entry *e = &g_entries[0];
     for (Entry &x : g_entries) {
-        if (x.at_ns && x.server == server) {
+        if (x.at != Clock::time_point{} && x.server == server) {
             e = &x;
             break;
         }
-        if (x.at_ns < e->at_ns) e = &x;
+        if (x.at < e->at) e = &x;
     }
-    *e = Entry{now_ns(), server, h.cpu, h.host, h.group};
+    *e = Entry{Clock::now(), server, h.cpu, h.host, h.group};
 }
 
 bool one_cpu_recalls(uint32_t server, const Hello &h, uint64_t *age_ms) noexcept {
     if (!h.cpu) return false;
     Hold hold;
     if (!hold) return false;
-    uint64_t now = now_ns();
+    Clock::time_point now = Clock::now();
     for (const Entry &x : g_entries) {
-        if (!x.at_ns || x.server != server || x.cpu != h.cpu || x.host != h.host ||
-            x.group != h.group)
+        if (x.at == Clock::time_point{} || x.server != server || x.cpu != h.cpu ||
+            x.host != h.host || x.group != h.group)
             continue;
-        uint64_t age = (now - x.at_ns) / 1000000u;
-        if (age >= kOneCpuMemoMs) return false;
-        *age_ms = age;
+        auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - x.at).count();
+        if (age >= static_cast<int64_t>(kOneCpuMemoMs)) return false;
+        *age_ms = static_cast<uint64_t>(age);
         return true;
     }
     return false;

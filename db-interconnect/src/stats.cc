@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
@@ -64,12 +65,7 @@ void put(char *out, size_t len, std::initializer_list<std::string_view> pieces) 
 }
 
 std::string_view port_text(uint16_t port, char (&buf)[8]) {
-    char *end = buf + sizeof buf, *p = end;
-    do {
-        *--p = static_cast<char>('0' + port % 10);
-        port /= 10;
-    } while (port);
-    return {p, static_cast<size_t>(end - p)};
+    return {buf, static_cast<size_t>(std::to_chars(buf, buf + sizeof buf, port).ptr - buf)};
 }
 
 void peer_text(int fd, char *out, size_t len) {
