@@ -338,7 +338,7 @@ class Report:
                   "floor; ring / UCX is the floor's against UCX's transports (named above). "
                   "Bandwidth: a ratio below 1 is slower. The last two columns: libvipl spin "
                   f"again with a {int(ring) >> 10 if ring else '?'} KiB ring "
-                  "(`VIPL_SHM_RING_SIZE`, the default 128 KiB), so the sender may run further "
+                  "(`VIPL_SHM_RING_SIZE`, the default 512 KiB), so the sender may run further "
                   "ahead of the receiver: the receiver then copies lines the sender wrote "
                   "longer ago.", "")
         self.table(["figure", "libvipl spin", "raw ring", "UCX", "libfabric", "libvipl / ring",
@@ -729,7 +729,7 @@ class Report:
                   "process's descriptors make (shown apart); /proc/meminfo's Slab (pages) and "
                   "MemAvailable are cross-checks. The rings are set to 8 KiB and 2 KiB "
                   "(VIPL_SHM_RING_SIZE), what a host of many VIs would choose: the default "
-                  "128 KiB favours throughput: 30 copies of 4 KiB in flight.", "")
+                  "512 KiB favours throughput: 120 copies of 4 KiB in flight.", "")
         rows, parts = [], []
         for transport, ring in SCALE_RINGS:
             n = self.scale_size(transport)

@@ -62,12 +62,12 @@ CALL_COST_SIZES = [8, 1024]
 # VI scale and the paper's sharing example: once per run (they measure
 # memory and set-up, seconds each, not a noisy latency).
 SCALE_VIS = int(os.environ.get("VIPL_BENCH_SCALE_VIS", "131072"))
-# VIPL_SHM_RING_SIZE: what a host of many VIs sets (the default 128 KiB favours speed
+# VIPL_SHM_RING_SIZE: what a host of many VIs sets (the default 512 KiB favours speed
 # per message over VIs per host) and the smallest.
 SCALE_RINGS = ["8192", "2048"]
 # Small-message bandwidth against UCX also with a ring 4x the default: how far the sender
 # may run ahead of the receiver moves it (report.py's gap table), side by side each round.
-GAP_RING = "524288"
+GAP_RING = "2097152"
 GAP_SIZES = [4 << 10, 16 << 10, 64 << 10]
 PAPER_SIZES = [(8, 64), (16, 256)]  # server processes x client processes
 # Under a second each; the median tames the noise of /proc/meminfo (a first look: one).

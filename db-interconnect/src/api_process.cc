@@ -332,7 +332,8 @@ __attribute__((constructor)) void vipl_db_init() {
     handover_adopt();
     // A stream's bytes in flight (DB_RECV_BUFFERS x DB_BUFFER_SIZE) must fit the shm
     // ring, so that a writer's posts are in the ring when its send returns and the
-    // reader needs nothing more of it; libvipl's default ring (8 KiB) is for messages.
+    // reader needs nothing more of it; libvipl's default ring (512 KiB) holds less than
+    // a database's defaults put in flight (16 buffers of 32 KiB, and their headers).
     if (!getenv("VIPL_SHM_RING_SIZE")) setenv("VIPL_SHM_RING_SIZE", "1048576", 0);
     config();
     for (const std::string &p : config_problems()) VIPL_DB_ERROR("%s", p.c_str());

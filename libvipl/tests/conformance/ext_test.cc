@@ -191,7 +191,7 @@ TEST_CASE("the library's log watched in a fresh process", "[.][ext-log]") {
     // Unwatched, the shm provider's keys (read at its first use) warn unseen.
     REQUIRE(VipLogHandler(nullptr, nullptr) == VIP_SUCCESS);
     size_t before = seen.lines.size();
-    CHECK(vt::config_value("SHM_RING_SIZE") == "131072"); // the default, for the bad value
+    CHECK(vt::config_value("SHM_RING_SIZE") == "524288"); // the default, for the bad value
     CHECK(seen.lines.size() == before);
 }
 

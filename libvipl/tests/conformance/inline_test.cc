@@ -4,6 +4,7 @@
 // (tcp) the maximum is 0 and every inline send is refused.
 #include "support.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -135,7 +136,12 @@ TEST_CASE("VipPostSendInline refuses when the transport is full and never overta
     std::string device = VT_DEVICE();
     if (device.rfind("tcp", 0) == 0) return; // no inline sends there (the test above)
     Link l(device, 8 << 20);
-    const uint32_t kMaxLen = 8192, kPerRound = 60;
+    // Enough messages of at least 2 KiB a round to fill the ring in effect twice over.
+    const uint32_t kMaxLen = 8192;
+    const uint32_t kPerRound = static_cast<uint32_t>(std::clamp<unsigned long>(
+        2 * std::stoul(vt::config_value("SHM_RING_SIZE")) / 2048, 60, 800));
+    REQUIRE(size_t(1 << 20) + size_t(kPerRound) * kMaxLen <= size_t(8 << 20)); // the buffers fit
+    REQUIRE(kPerRound * sizeof(VIP_DESCRIPTOR) <= size_t(1 << 20));            // before them
     REQUIRE(l.max() >= kMaxLen);
     std::mt19937 rng(7);
     uint32_t seq = 0, expect = 0, refused = 0, posted = 0, inlined = 0;
