@@ -22,12 +22,12 @@ namespace {
 // The shm connection memory as the client finds it in its own mapping (libvipl's
 // src/prov/shm/shm.h, restated here as a hostile client would know it): a header
 // (magic, version, ring size, header size), the acceptor's control block at 64 and
-// the requester's at 192 (each with its consumed counter 64 bytes in), then ring 0
+// the requester's at 256 (three lines each, the consumed counter 64 bytes in), then ring 0
 // (acceptor to requester) and ring 1 (requester to acceptor).  A record is 64-byte
 // aligned: sequence word (position / 64 + 1, written last), type (2: a send), flags,
 // length, immediate data, then the payload.
 constexpr uint32_t kMagic = 0x4D485356;
-constexpr size_t kEnd0 = 64, kEnd1 = 192, kConsumed = 64;
+constexpr size_t kEnd0 = 64, kEnd1 = 256, kConsumed = 64;
 constexpr uint16_t kRecSend = 2;
 
 struct Conn {

@@ -19,7 +19,7 @@
 namespace vipl::shm {
 
 constexpr uint32_t kMagic = 0x4D485356; // "VSHM"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr uint32_t kLine = 64;
 constexpr uint16_t kHostAddressLen = 16;
 constexpr uint16_t kMaxDiscriminator = 32;
@@ -47,6 +47,9 @@ struct alignas(kLine) EndCtl {
     // RDMA to it and its sends go through the ring.
     uint32_t shareable;
     alignas(kLine) std::atomic<uint64_t> consumed; // bytes of the incoming ring consumed
+    // Position in the ring this end writes from which it went back to the ring's start
+    // (shm_send.cc: rewind_now); the reader goes there too when it reaches it.
+    alignas(kLine) std::atomic<uint64_t> rewound_at;
 };
 
 struct ConnHeader {
@@ -224,6 +227,9 @@ struct Endpoint {
     uint64_t mask = 0;
     uint64_t produced = 0;
     uint64_t peer_consumed = 0; // cached peer->consumed, for ring space
+    uint64_t next_rewind = 0;   // where ring_reserve next asks whether the ring is empty
+    uint64_t rewound_from = 0;  // the last rewind: from where (the peer was there then)
+    uint64_t rewound_to = 0;    // and to which lap's start
     uint64_t acked = 0;         // peer->consumed when acknowledgements were last processed
     uint32_t unacked = 0;       // sends waiting for the peer to consume their records
     uint64_t consumed = 0;

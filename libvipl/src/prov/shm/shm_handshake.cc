@@ -155,7 +155,8 @@ static void setup_endpoint(Vi *vi, Endpoint *ep, int side, int sock, int peer_ef
     ep->in = base + static_cast<size_t>(1 - side) * g.ring_size;
     ep->ring_size = g.ring_size;
     ep->mask = g.ring_size - 1;
-    ep->produced = ep->peer_consumed = ep->acked = ep->consumed = 0;
+    ep->produced = ep->peer_consumed = ep->acked = ep->consumed = ep->next_rewind = 0;
+    ep->rewound_from = ep->rewound_to = 0;
     ep->sock = sock;
     ep->peer_efd = peer_efd;
     ep->peer_pid = peer_pid;

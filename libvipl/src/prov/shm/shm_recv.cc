@@ -293,13 +293,26 @@ Step handle(Vi *vi, Endpoint *ep, const Rec &r, const uint8_t *body, uint32_t ns
     return Step::failed;
 }
 
+// Whether the peer went back to the ring's start from pos (shm_send.cc: rewind_now).
+// Looked at after the sequence word at pos: the peer writes the word before anything
+// of the next lap, and what it writes there may, by chance, look like pos's record.
+// Never at a lap's start, where no rewind is made (the zeroed word names position 0).
+static bool rewound_here(const Endpoint *ep, uint64_t pos) {
+    return (pos & ep->mask) != 0 && ep->peer->rewound_at.load(std::memory_order_acquire) == pos;
+}
+
 void progress_in(Vi *vi, Endpoint *ep) {
     uint64_t start = ep->consumed;
     uint64_t produced_before = ep->produced;
     for (int budget = 0; budget < 1024 && ep->up; ++budget) {
         uint64_t pos = ep->consumed;
         auto *r = reinterpret_cast<const RecHdr *>(ep->in + (pos & ep->mask));
-        if (r->seq.load(std::memory_order_acquire) != seq_of(pos)) break;
+        bool here = r->seq.load(std::memory_order_acquire) == seq_of(pos);
+        if (rewound_here(ep, pos)) {
+            ep->consumed = pos - (pos & ep->mask) + ep->ring_size;
+            continue;
+        }
+        if (!here) break;
         Rec rec = load_rec(r);
         uint32_t nseg = 0;
         uint64_t size = record_size(ep, rec, pos, &nseg);
@@ -380,6 +393,7 @@ bool pending(Vi *vi) {
     if (!ep || !ep->up) return false;
     auto *r = reinterpret_cast<const RecHdr *>(ep->in + (ep->consumed & ep->mask));
     if (r->seq.load(std::memory_order_acquire) == seq_of(ep->consumed)) return true;
+    if (rewound_here(ep, ep->consumed)) return true;
     if (ep->peer->state.load(std::memory_order_relaxed) != kEndUp) return true;
     // The peer's consumed word is written for every message it takes: read
     // it only when something here depends on it, or spinning makes it bounce.

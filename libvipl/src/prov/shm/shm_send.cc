@@ -17,6 +17,8 @@ constexpr uint16_t kDataMoved = kWqProv3; // RDMA write done, immediate record s
 // SEND-GET records (64 bytes each) kept free of copies at a ring's end: a stream's 24
 // receive credits fit with room to spare.
 constexpr uint64_t kGetReserve = 64;
+// Traffic that never fills the ring goes round this much of it (rewind_now).
+constexpr uint64_t kRewindBytes = 32 * 1024;
 
 // What a send-queue entry's provider words (WqEntry::p0..p2) hold here.
 // The out-ring position past the entry's last record: done once the peer consumed it.
@@ -262,17 +264,50 @@ static bool take_peer_consumed(Endpoint *ep, uint64_t c) {
     return true;
 }
 
+// Whether to go back to the ring's start now, though the record fits before its end:
+// when the peer has taken everything (a request-reply connection, or a stream between
+// bursts), and kRewindBytes or more of this lap are behind.  Then traffic that never
+// fills the ring keeps going round its first kRewindBytes, lines both ends hold in
+// cache, and a connection's pages past them are never touched (a database backend
+// holds 80 KiB of its connection memory, not 2 MiB), while a stream that keeps the ring
+// full uses all of it.  The peer's counter (a line it writes) is read once per
+// kRewindBytes of ring at most.
+static bool rewind_now(Endpoint *ep, uint64_t pos, uint64_t off) {
+    if (off < kRewindBytes || pos < ep->next_rewind) return false;
+    ep->next_rewind = (pos & ~(kRewindBytes - 1)) + kRewindBytes;
+    if (pos != ep->peer_consumed &&
+        !take_peer_consumed(ep, ep->peer->consumed.load(std::memory_order_acquire)))
+        return false;
+    return pos == ep->peer_consumed;
+}
+
+// Where the peer has taken the ring up to, for room: past a rewind it has not reached
+// yet, which skips nothing it has to read.  The skipped lines are free at once: no
+// record marks the rewind (a pad would hold its line, and the burst behind it to the
+// lines before), the word rewound_at does, which the reader looks at in every record's
+// place.
+static uint64_t taken(const Endpoint *ep) {
+    return ep->peer_consumed == ep->rewound_from ? ep->rewound_to : ep->peer_consumed;
+}
+
 uint64_t ring_reserve(Endpoint *ep, uint64_t bytes, uint64_t limit) {
     if (!limit) limit = ep->ring_size;
     bytes = round_line(bytes);
     uint64_t pos = ep->produced;
     uint64_t off = pos & ep->mask;
+    if (rewind_now(ep, pos, off)) {
+        ep->me->rewound_at.store(pos, std::memory_order_release);
+        ep->rewound_from = pos;
+        pos += ep->ring_size - off;
+        ep->rewound_to = ep->produced = pos;
+        off = 0;
+    }
     uint64_t pad = off + bytes > ep->ring_size ? ep->ring_size - off : 0;
     uint64_t need = pad + bytes;
-    if (pos + need - ep->peer_consumed > limit) {
+    if (pos + need - taken(ep) > limit) {
         if (!take_peer_consumed(ep, ep->peer->consumed.load(std::memory_order_acquire)))
             return kNone;
-        if (pos + need - ep->peer_consumed > limit) return kNone;
+        if (pos + need - taken(ep) > limit) return kNone;
     }
     if (pad) {
         RecHdr *r = ring_record(ep, pos);

@@ -625,6 +625,17 @@ void op(Run &r) {
         r.hpos += r.hep->ring_size - off;
         break;
     }
+    case kOpRewound: {
+        bool honest = in.u8() % 2 == 0;
+        uint64_t v = in.u64();
+        if (honest) {
+            r.hep->me->rewound_at.store(r.hpos, std::memory_order_release);
+            r.hpos += r.hep->ring_size - (r.hpos & r.hep->mask);
+        } else {
+            r.hep->me->rewound_at.store(v, std::memory_order_release);
+        }
+        break;
+    }
     case kOpSeq: {
         auto mode = static_cast<SeqMode>(in.u8() % kSeqCount);
         uint32_t v = in.u32();

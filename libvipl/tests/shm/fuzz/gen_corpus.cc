@@ -150,6 +150,12 @@ int main(int argc, char **argv) {
     write(dir, "vi_waiter_churn",
           Input(kDelivery4).op(kOpWaiter).put(~0ull, 8).put(0x7fffffff, 4).send(8).progress());
     write(dir, "vi_pad_and_wrap", Input(kDelivery4).send(1000).op(kOpPad).send(1000).progress());
+    write(dir, "vi_rewound_honest",
+          Input(kDelivery4).send(1000).op(kOpRewound).put(0, 1).put(0, 8).send(1000).progress());
+    write(dir, "vi_rewound_raw",
+          Input(kDelivery4).send(1000).op(kOpRewound).put(1, 1).put(1024, 8).send(64).progress());
+    write(dir, "vi_rewound_over_record",
+          Input(kDelivery4).send(64).op(kOpRewound).put(1, 1).put(64, 8).send(64).progress());
     write(dir, "vi_next_lap_seq",
           Input(kDelivery4).op(kOpSeq).put(kSeqNextLap, 1).put(0, 4).progress());
     write(dir, "vi_poke_published",

@@ -39,6 +39,8 @@ enum Op : uint8_t {
     kOpRace,     // u8 field, u16 rounds: a thread rewrites a published record meanwhile
     kOpHonest,   // a message each way on the victim's other, honest connection
     kOpFrame,    // u8 kind, u8 flags, u16 credits, u32 length, u16 data: a stream frame
+    kOpRewound,  // u8 mode, u64 value: the rewound_at word (even: the writer goes back to
+                 // the ring's start from its position, as a sender does; odd: value)
     kOpCount,
 };
 
