@@ -472,9 +472,9 @@ TEST_CASE("integrity: VIPL_SHM_GET_ALIGN=8 with unaligned buffers", "[shm][integ
                        "VT_FLOW_ROUNDS=50", "VT_FLOW_WANT_UNALIGNED=1"});
 }
 
-TEST_CASE("integrity: VIPL_SHM_RING_SIZE=2048 with large messages", "[shm][integrity]") {
-    std::vector<std::string> env = {"VIPL_SHM_RING_SIZE=2048", "VT_FLOW_SEED=55",
-                                    "VT_FLOW_ROUNDS=30", "VT_FLOW_SEGS=8"};
+// A small-ring configuration in two processes, in one, and in two without cross-memory
+// attach (every piece then goes through the ring).
+static void small_ring_flows(std::vector<std::string> env) {
     SECTION("two processes") {
         run_flow("procs", env);
     }
@@ -487,23 +487,17 @@ TEST_CASE("integrity: VIPL_SHM_RING_SIZE=2048 with large messages", "[shm][integ
     }
 }
 
+TEST_CASE("integrity: VIPL_SHM_RING_SIZE=2048 with large messages", "[shm][integrity]") {
+    small_ring_flows(
+        {"VIPL_SHM_RING_SIZE=2048", "VT_FLOW_SEED=55", "VT_FLOW_ROUNDS=30", "VT_FLOW_SEGS=8"});
+}
+
 // 64 KiB rings: a sender that finds the ring empty past its first 32 KiB goes back to
-// its start (shm_send.cc: rewind_now), so pads come between every kind of record.
+// its start (shm_send.cc: rewind_now), so rewinds come between every kind of record.
 TEST_CASE("integrity: VIPL_SHM_RING_SIZE=65536, rewinds among every kind of record",
           "[shm][integrity]") {
-    std::vector<std::string> env = {"VIPL_SHM_RING_SIZE=65536", "VT_FLOW_SEED=58",
-                                    "VT_FLOW_ROUNDS=300",       "VT_FLOW_MAX=40000",
-                                    "VT_FLOW_SEGS=8",           "VIPL_SHM_COPY_THRESHOLD=8192"};
-    SECTION("two processes") {
-        run_flow("procs", env);
-    }
-    SECTION("one process") {
-        run_flow("threads", env);
-    }
-    SECTION("two processes without cross-memory attach") {
-        env.push_back("VIPL_SHM_CMA=0");
-        run_flow("procs", env);
-    }
+    small_ring_flows({"VIPL_SHM_RING_SIZE=65536", "VT_FLOW_SEED=58", "VT_FLOW_ROUNDS=300",
+                      "VT_FLOW_MAX=40000", "VT_FLOW_SEGS=8", "VIPL_SHM_COPY_THRESHOLD=8192"});
 }
 
 TEST_CASE("integrity: other reliability levels", "[shm][integrity]") {
