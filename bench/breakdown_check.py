@@ -3,7 +3,8 @@
 and the system calls counted one by one beside it:
   - perf_profile.Profile attached to a busy process counts the CPU it ran between enable
     and disable as /proc/<pid>/schedstat does (within a quarter), all in part "other";
-  - parts_of_report puts perf report's objects into their parts;
+  - parts_of_report puts perf report's objects (and the kernel's switch and wake-up
+    functions) into their parts;
   - t2_breakdown.extra divides each part's growth by the share of remote transactions,
     and its target row compares the link parts of vipl-shm and unix;
   - pg_proc.Perf counts a process's write and sched_yield calls one by one (at least as
@@ -65,18 +66,22 @@ def live_profile():
 
 def report_parsing():
     text = """
-    40.00%      800  postgres
-    20.00%      400  [kernel.kallsyms]
-    10.00%      200  libvipl.so.1.0.0
-     5.00%      100  libvipl-db.so
-    10.00%      200  libpq.so.5.15
-     5.00%      100  plproxy.so
-    10.00%      200  libc.so.6
+    30.00%      600  postgres           [.] base_yyparse
+    10.00%      200  postgres           [.] 0x00000000005d2e2c
+    10.00%      200  [kernel.kallsyms]  [k] finish_task_switch.isra.0
+     3.00%       60  [kernel.kallsyms]  [k] _raw_spin_unlock_irq
+     2.00%       40  [kernel.kallsyms]  [k] _raw_spin_unlock_irqrestore
+     5.00%      100  [kernel.kallsyms]  [k] unix_stream_sendmsg
+    10.00%      200  libvipl.so.1.0.0   [.] VipRecvDone
+     5.00%      100  libvipl-db.so      [.] vipl::db::epoll_wait_set(vipl::db::EpollSet*, int)
+    10.00%      200  libpq.so.5.15      [.] pqParseInput3
+     5.00%      100  plproxy.so         [.] plproxy_exec
+    10.00%      200  libc.so.6          [.] _int_malloc
 """
     got = perf_profile.parts_of_report(text)
     ns = perf_profile.PERIOD_NS
-    want = {"postgres": 800 * ns, "link": 700 * ns, "libpq": 200 * ns, "plproxy": 100 * ns,
-            "other": 200 * ns}
+    want = {"postgres": 800 * ns, "switch": 300 * ns, "link": 400 * ns, "libpq": 200 * ns,
+            "plproxy": 100 * ns, "other": 200 * ns}
     check(got == want, f"parts of a report: {got}")
 
 
@@ -94,16 +99,20 @@ class Rep:
 def extra_and_target():
     p = t2_plan.BREAKDOWN_P
     d = {}
-    for link, link0, linkp in (("unix", 10.0, 60.0), ("vipl-shm", 8.0, 18.0)):
+    # (link at 0, at p; switch at 0, at p): the target takes both parts of the link.
+    for link, l0, lp, s0, sp in (("unix", 10.0, 60.0, 4.0, 29.0), ("vipl-shm", 8.0, 18.0,
+                                                                        4.0, 9.0)):
         d[("t2_ro_part_remote", link, "n2", p)] = 0.5
+        at = {"link": (l0, lp), "switch": (s0, sp)}
         for part, _, _ in perf_profile.PARTS:
-            d[(f"t2_ro_part_{part}", link, "n2", 0)] = link0 if part == "link" else 5.0
-            d[(f"t2_ro_part_{part}", link, "n2", p)] = linkp if part == "link" else 7.0
+            d[(f"t2_ro_part_{part}", link, "n2", 0)] = at.get(part, (5.0, 7.0))[0]
+            d[(f"t2_ro_part_{part}", link, "n2", p)] = at.get(part, (5.0, 7.0))[1]
     rep = Rep(d)
     e = t2_breakdown.extra(rep, "n2", "unix")
-    check(e["link"] == 100.0 and e["postgres"] == 4.0, f"unix's extra per remote read: {e}")
+    check(e["link"] == 100.0 and e["switch"] == 50.0 and e["postgres"] == 4.0,
+          f"unix's extra per remote read: {e}")
     row = t2_breakdown.targets(rep, "n2")[0]
-    check(row[1] == "20 / 100 us = 0.20x" and row[3] == "**yes**", f"target row: {row}")
+    check(row[1] == "30 / 150 us = 0.20x" and row[3] == "**yes**", f"target row: {row}")
     check(t2_breakdown.extra(rep, "n2", "tcp-veth") is None, "a link not measured: None")
 
 

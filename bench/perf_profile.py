@@ -1,30 +1,55 @@
 """Where server CPU goes, by component: perf record (cpu-clock samples) attached to a set of
 processes between enable and disable, each sample then put in one of PARTS by the object
-it ran in.  Table 2 takes these per transaction to split a remote operation's extra CPU.
+it ran in (and, in the kernel, by the function).  Table 2 takes these per transaction to
+split a remote operation's extra CPU.
 """
 import os
+import re
 import subprocess
 
 from pg_proc import PerfControl, ProbeError
 
 # One sample per PERIOD_NS of CPU a process runs (cpu-clock counts nanoseconds): a sample
-# stands for exactly that much CPU; ~6,000 samples in Table 2's ~1.5 s window on two CPUs.
+# stands for exactly that much CPU; ~14,000 in a breakdown run's ~3.5 s window on two CPUs.
 PERIOD_NS = 500_000
-# (part, label, how a shared object's name is matched): the first match takes a sample.
+# Kernel functions where the CPU comes back from a context switch or a wake-up: the
+# switch ends in finish_task_switch(), and a wake-up's work (the run queue's lock, the
+# inter-processor interrupt: a VM exit on a virtual machine) runs with interrupts off, so
+# the timer's sample lands where the waker turns them back on.  Per message, a link pays
+# these whenever its receiver sleeps, whatever carries the bytes.
+SWITCH_SYMBOLS = ("finish_task_switch", "__schedule", "_raw_spin_unlock_irq",
+                  "_raw_spin_unlock_irqrestore")
+
+
+def kernel(dso):
+    return dso.startswith("[kernel")
+
+
+def switching(dso, sym):
+    return kernel(dso) and sym.split(".")[0] in SWITCH_SYMBOLS
+
+
+# (part, label, how a sample is matched by its object and function): the first match
+# takes a sample.  "switch" and "link" together are the link.
 PARTS = [
-    ("link", "the link: kernel (system calls, wake-ups, the socket or veth path) and the "
-     "interconnect's libraries", lambda d: d.startswith("[kernel") or
+    ("switch", "the link's context switches and wake-ups: kernel samples in "
+     "finish_task_switch() or where interrupts come back on after a wake-up (see "
+     "SWITCH_SYMBOLS in bench/perf_profile.py)", switching),
+    ("link", "the rest of the link: the kernel's other work (system calls, the socket or "
+     "veth path) and the interconnect's libraries", lambda d, s: kernel(d) or
      d.startswith(("libvipl.so", "libvipl-db.so"))),
-    ("libpq", "libpq (the caller's client library)", lambda d: d.startswith("libpq.so")),
-    ("plproxy", "PL/Proxy", lambda d: d.startswith("plproxy")),
+    ("libpq", "libpq (the caller's client library)", lambda d, s: d.startswith("libpq.so")),
+    ("plproxy", "PL/Proxy", lambda d, s: d.startswith("plproxy")),
     ("postgres", "PostgreSQL itself: the peer's parsing, planning and execution, and the "
-     "caller's function call", lambda d: d == "postgres"),
-    ("other", "libc and the rest", lambda d: True),
+     "caller's function call", lambda d, s: d == "postgres"),
+    ("other", "libc and the rest", lambda d, s: True),
 ]
+# The parts that make the link (the target compares their sum).
+LINK_PARTS = ("switch", "link")
 
 
-def part_of(dso):
-    return next(name for name, _, match in PARTS if match(dso))
+def part_of(dso, sym=""):
+    return next(name for name, _, match in PARTS if match(dso, sym))
 
 
 class Profile(PerfControl):
@@ -49,7 +74,7 @@ class Profile(PerfControl):
         err = self.err
         try:
             rep = subprocess.run(
-                [self.tool, "report", "-i", self.out, "--stdio", "-n", "--sort", "dso", "-q",
+                [self.tool, "report", "-i", self.out, "--stdio", "-n", "--sort", "dso,sym", "-q",
                  "--no-children"], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError) as e:
             raise ProbeError(f"perf report: {e}")
@@ -62,11 +87,14 @@ class Profile(PerfControl):
 
 
 def parts_of_report(text):
-    """perf report --stdio -n --sort dso lines ("  45.72%  1234  postgres") as {part: ns}."""
+    """perf report --stdio -n --sort dso,sym lines ("  45.72%  1234  postgres  [.] main")
+    as {part: ns}."""
     out = {name: 0 for name, _, _ in PARTS}
     for line in text.splitlines():
-        f = line.split()
-        if len(f) < 3 or not f[0].endswith("%") or not f[1].isdigit():
-            continue
-        out[part_of(" ".join(f[2:]))] += int(f[1]) * PERIOD_NS
+        m = REPORT_LINE.match(line)
+        if m:
+            out[part_of(m.group(2), m.group(3))] += int(m.group(1)) * PERIOD_NS
     return out
+
+
+REPORT_LINE = re.compile(r"^\s*[\d.]+%\s+(\d+)\s+(\S+)\s+\[.\]\s+(\S+)")

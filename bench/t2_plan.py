@@ -155,6 +155,10 @@ RUN_TIMEOUT_S = 40
 BREAKDOWN_LINKS = ["unix", "vipl-shm", "tcp-veth"]
 BREAKDOWN_P = 50
 LINK_PART_WANTED = 0.4
+# A breakdown run is a single sample of parts a few microseconds per transaction wide: it
+# gets a window 2 s longer than the rounds' (about 1.5 s), four times the samples, for
+# 12 s more in all.
+BREAKDOWN_S = PGBENCH_S + 2
 
 
 class Target:

@@ -279,8 +279,9 @@ class Table2Part:
         for attempt in (1, 2):
             try:
                 return measure(self.cluster, plan.LINK[link], self.n, list(range(self.n)),
-                               scripts, plan.CLIENTS, plan.PGBENCH_S, self.logs, p > 0,
-                               perf=perf, profile=profile)
+                               scripts, plan.CLIENTS,
+                               plan.BREAKDOWN_S if profile else plan.PGBENCH_S, self.logs,
+                               p > 0, perf=perf, profile=profile)
             except RUN_ERRORS as e:
                 print(f"  ! table2: {what}, {name} p={p} {link}, attempt {attempt}: {e}",
                       flush=True)
