@@ -80,8 +80,8 @@ def report_parsing():
 """
     got = perf_profile.parts_of_report(text)
     ns = perf_profile.PERIOD_NS
-    want = {"postgres": 800 * ns, "switch": 300 * ns, "link": 400 * ns, "libpq": 200 * ns,
-            "plproxy": 100 * ns, "other": 200 * ns}
+    want = {"postgres": 800 * ns, "switch": 300 * ns, "kernel": 100 * ns, "vipl": 300 * ns,
+            "libpq": 200 * ns, "plproxy": 100 * ns, "other": 200 * ns}
     check(got == want, f"parts of a report: {got}")
 
 
@@ -99,18 +99,19 @@ class Rep:
 def extra_and_target():
     p = t2_plan.BREAKDOWN_P
     d = {}
-    # (link at 0, at p; switch at 0, at p): the target takes both parts of the link.
-    for link, l0, lp, s0, sp in (("unix", 10.0, 60.0, 4.0, 29.0), ("vipl-shm", 8.0, 18.0,
-                                                                        4.0, 9.0)):
+    # (kernel at 0, at p; switch at 0, at p; vipl at 0, at p): the target takes the
+    # three parts of the link.
+    for link, k0, kp, s0, sp, v0, vp in (("unix", 10.0, 60.0, 4.0, 29.0, 0.0, 0.0),
+                                         ("vipl-shm", 8.0, 13.0, 4.0, 9.0, 1.0, 6.0)):
         d[("t2_ro_part_remote", link, "n2", p)] = 0.5
-        at = {"link": (l0, lp), "switch": (s0, sp)}
+        at = {"kernel": (k0, kp), "switch": (s0, sp), "vipl": (v0, vp)}
         for part, _, _ in perf_profile.PARTS:
             d[(f"t2_ro_part_{part}", link, "n2", 0)] = at.get(part, (5.0, 7.0))[0]
             d[(f"t2_ro_part_{part}", link, "n2", p)] = at.get(part, (5.0, 7.0))[1]
     rep = Rep(d)
     e = t2_breakdown.extra(rep, "n2", "unix")
-    check(e["link"] == 100.0 and e["switch"] == 50.0 and e["postgres"] == 4.0,
-          f"unix's extra per remote read: {e}")
+    check(e["kernel"] == 100.0 and e["switch"] == 50.0 and e["vipl"] == 0.0 and
+          e["postgres"] == 4.0, f"unix's extra per remote read: {e}")
     row = t2_breakdown.targets(rep, "n2")[0]
     check(row[1] == "30 / 150 us = 0.20x" and row[3] == "**yes**", f"target row: {row}")
     check(t2_breakdown.extra(rep, "n2", "tcp-veth") is None, "a link not measured: None")

@@ -30,14 +30,15 @@ def switching(dso, sym):
 
 
 # (part, label, how a sample is matched by its object and function): the first match
-# takes a sample.  "switch" and "link" together are the link.
+# takes a sample.  LINK_PARTS together are the link.
 PARTS = [
     ("switch", "the link's context switches and wake-ups: kernel samples in "
      "finish_task_switch() or where interrupts come back on after a wake-up (see "
      "SWITCH_SYMBOLS in bench/perf_profile.py)", switching),
-    ("link", "the rest of the link: the kernel's other work (system calls, the socket or "
-     "veth path) and the interconnect's libraries", lambda d, s: kernel(d) or
-     d.startswith(("libvipl.so", "libvipl-db.so"))),
+    ("kernel", "the kernel's other work (system calls, the socket or veth path, the "
+     "interconnect's doorbell and sleep)", lambda d, s: kernel(d)),
+    ("vipl", "the interconnect's libraries (libvipl, libvipl-db)",
+     lambda d, s: d.startswith(("libvipl.so", "libvipl-db.so"))),
     ("libpq", "libpq (the caller's client library)", lambda d, s: d.startswith("libpq.so")),
     ("plproxy", "PL/Proxy", lambda d, s: d.startswith("plproxy")),
     ("postgres", "PostgreSQL itself: the peer's parsing, planning and execution, and the "
@@ -45,7 +46,7 @@ PARTS = [
     ("other", "libc and the rest", lambda d, s: True),
 ]
 # The parts that make the link (the target compares their sum).
-LINK_PARTS = ("switch", "link")
+LINK_PARTS = ("switch", "kernel", "vipl")
 
 
 def part_of(dso, sym=""):

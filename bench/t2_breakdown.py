@@ -49,24 +49,24 @@ def section(rep, pl):
         "its function too). A part's extra per remote read = (its CPU "
         f"per transaction at p = {plan.BREAKDOWN_P} - at p = 0) / the run's share of remote "
         "transactions: what a remote read costs both nodes beyond a local read. Parts: " +
-        "; ".join(f"**{name}**: {label}" for name, label, _ in PARTS) + ". The link's "
-        "share counts switch and link. Single runs: read the parts' sizes, not their last "
-        "digit.", "")
+        "; ".join(f"**{name}**: {label}" for name, label, _ in PARTS) + ". The link is "
+        "switch, kernel and vipl together. Single runs: read the parts' sizes, not their "
+        "last digit.", "")
     rows = []
     for link in links:
         e = got[link.name]
         if not e:
-            rows.append([link.label] + ["–"] * (len(PARTS) + 2))
+            rows.append([link.label] + ["–"] * (len(PARTS) + 3))
             continue
         total = sum(e.values())
         rows.append([link.label] + [fmt(e[name]) for name, _, _ in PARTS] + [
-            fmt(total), f"{link_of(e) / total:.0%}" if total > 0 else "–"])
+            fmt(total), fmt(link_of(e)), f"{link_of(e) / total:.0%}" if total > 0 else "–"])
     rep.table(["link (us per remote read)"] + [name for name, _, _ in PARTS] +
-              ["total extra", "link's share"], rows)
+              ["total extra", "the link", "link's share"], rows)
     rep.emit("Each node's CPU is busy with its own clients, so a remote read's request and "
              "answer each find their receiver asleep: every link pays the switches and "
-             "wake-ups (switch) alike, and what a transport can take away is the link "
-             "column, the data path.", "")
+             "wake-ups (switch) alike; what a transport can take away is the rest of the "
+             "link (kernel and vipl), the data path.", "")
 
 
 def targets(rep, pl):

@@ -97,7 +97,8 @@ def section(rep):
         "Workloads: TPC-B-like (local: pgbench's TPC-B on the node's rows; remote: the "
         "account updated on a random other node by `t2_update(node, aid, delta)`, tellers, "
         "branches and history local); read-only (a point select of an account; remote: "
-        "`t2_balance(node, aid)` on another node). Every run checks how the inter-node "
+        "`t2_balance(node, aid)` on another node); the peer runs a PL/pgSQL function, whose "
+        "statement's plan it keeps for the connection. Every run checks how the inter-node "
         "connections went while they are open (pg_stat_activity's client addresses; "
         "`vipl-run --stat` of every backend on vipl links) and fails if a vipl link's "
         "connection stayed on the kernel.", "")

@@ -26,18 +26,28 @@ TEMPLATE_SQL = [
     "CREATE SCHEMA plproxy",
     """CREATE FUNCTION plproxy.get_cluster_partitions(cluster_name text) RETURNS SETOF text
        AS $$ SELECT connstr FROM t2_nodes ORDER BY part $$ LANGUAGE sql""",
+    # PL/Proxy asks for the version at every call: PL/pgSQL keeps the plan of its query
+    # for the connection (a SQL function would plan its body again at every call).
     """CREATE FUNCTION plproxy.get_cluster_version(cluster_name text) RETURNS int
-       AS $$ SELECT v FROM t2_version $$ LANGUAGE sql""",
+       AS $$ BEGIN RETURN (SELECT v FROM t2_version); END $$ LANGUAGE plpgsql STABLE""",
     # connection_lifetime 0: a connection lives as long as the backend that opened it.
     """CREATE FUNCTION plproxy.get_cluster_config(IN cluster_name text, OUT key text,
        OUT val text) RETURNS SETOF record
        AS $$ SELECT 'connection_lifetime'::text, '0'::text $$ LANGUAGE sql""",
-    # What a peer runs for a remote transaction: its own rows only.
+    # What a peer runs for a remote transaction: its own rows only.  PL/pgSQL, as a DBA
+    # writes a peer's functions: the plan of its statement is made once per connection
+    # (PL/Proxy's are long-lived), where a SQL function plans its body at every call, about
+    # 30 us of the peer's CPU per remote read here, the same on every link.
     """CREATE FUNCTION t2_update_local(p_aid int, p_delta int) RETURNS int AS $$
-       UPDATE pgbench_accounts SET abalance = abalance + p_delta WHERE aid = p_aid
-       RETURNING abalance $$ LANGUAGE sql""",
+       DECLARE b int;
+       BEGIN
+         UPDATE pgbench_accounts SET abalance = abalance + p_delta WHERE aid = p_aid
+           RETURNING abalance INTO b;
+         RETURN b;
+       END $$ LANGUAGE plpgsql""",
     """CREATE FUNCTION t2_balance_local(p_aid int) RETURNS int AS $$
-       SELECT abalance FROM pgbench_accounts WHERE aid = p_aid $$ LANGUAGE sql STABLE""",
+       BEGIN RETURN (SELECT abalance FROM pgbench_accounts WHERE aid = p_aid); END
+       $$ LANGUAGE plpgsql STABLE""",
     "CREATE FUNCTION t2_whoami() RETURNS int AS $$ SELECT node FROM t2_self $$ LANGUAGE sql",
     # The PL/Proxy calls: one round trip to the partition named by the node number.
     """CREATE FUNCTION t2_update(node int, p_aid int, p_delta int) RETURNS int AS $$
