@@ -49,7 +49,7 @@ PARTS = [
 LINK_PARTS = ("switch", "kernel", "vipl")
 
 
-def part_of(dso, sym=""):
+def part_of(dso, sym):
     return next(name for name, _, match in PARTS if match(dso, sym))
 
 
@@ -87,6 +87,10 @@ class Profile(PerfControl):
         return parts_of_report(rep.stdout)
 
 
+# A line of perf report --sort dso,sym -n: samples, object, [.] or [k], function.
+REPORT_LINE = re.compile(r"^\s*[\d.]+%\s+(\d+)\s+(\S+)\s+\[.\]\s+(\S+)")
+
+
 def parts_of_report(text):
     """perf report --stdio -n --sort dso,sym lines ("  45.72%  1234  postgres  [.] main")
     as {part: ns}."""
@@ -97,5 +101,3 @@ def parts_of_report(text):
             out[part_of(m.group(2), m.group(3))] += int(m.group(1)) * PERIOD_NS
     return out
 
-
-REPORT_LINE = re.compile(r"^\s*[\d.]+%\s+(\d+)\s+(\S+)\s+\[.\]\s+(\S+)")
