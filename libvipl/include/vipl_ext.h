@@ -333,7 +333,9 @@ VIP_RETURN VipQueryViHolders(IN VIP_VI_HANDLE ViHandle, OUT VIP_ULONG *Holders);
  *    for each spin in a row that found nothing, down to nothing after 10;
  *  - after 10 misses one wait in 32 at random probes with four times the
  *    base, so that two peers that both stopped spinning find their way back;
- *    a win restores the full budget;
+ *    each probe in a row that misses halves that rate, down to one wait in
+ *    1024 (a peer that never answers within a probe costs almost nothing);
+ *    a win restores the full budget and the rate;
  *  - no budget at all when the transport cannot spin, or when the peer last
  *    waited on the caller's CPU (this call publishes the caller's CPU to the
  *    peer as well, where the transport exchanges them: shm does, tcp not).

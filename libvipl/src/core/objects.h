@@ -351,11 +351,15 @@ struct ViLocal {
     bool planned_handoff = false; // the last plan handed the CPU instead of spinning
     bool planned_busy = false;    // the last plan spun for a peer at work on the VI
     uint8_t busy_misses = 0;      // waits in a row for a peer at work whose spinning missed
+    bool planned_probe = false;   // the last plan was a probe (spinning had stopped)
+    uint8_t probe_misses = 0;     // probes in a row that found nothing
 };
 constexpr unsigned kSpinMissesMax = 10;
 constexpr unsigned kHandoffMissesMax = 4;
 constexpr unsigned kBusyPeerFactor = 4; // budget of a spin whose peer is at work
 constexpr unsigned kBusyMissesMax = 8;  // then a peer at work is spun for as any other
+constexpr unsigned kProbeEvery = 32;    // waits per probe once spinning stopped, on average
+constexpr unsigned kProbeMissesMax = 5; // each probe that misses halves the rate: 1 in 1024
 
 using NicTable = HandleTable<Nic, HandleTag::nic>;
 using PtagTable = HandleTable<Ptag, HandleTag::ptag>;

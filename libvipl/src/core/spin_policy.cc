@@ -16,16 +16,16 @@
 
 namespace vipl {
 
-// One wait in 32 on average, at random: two peers that wait in step must
-// not probe at fixed, different moments for ever.
-static bool probe_now() {
+// One wait in `one_in` (a power of two) on average, at random: two peers that
+// wait in step must not probe at fixed, different moments for ever.
+static bool probe_now(uint32_t one_in) {
     static thread_local uint32_t t_rng __attribute__((tls_model("initial-exec"))) = 0;
     uint32_t x = t_rng ? t_rng : static_cast<uint32_t>(now_ns()) | 1u;
     x ^= x << 13;
     x ^= x >> 17;
     x ^= x << 5;
     t_rng = x;
-    return (x & 31) == 0;
+    return (x & (one_in - 1)) == 0;
 }
 
 // Whether other tasks wait for this thread's CPU: more than a tenth of the
@@ -76,7 +76,12 @@ static bool cpu_contended() {
 // budget halves per miss, down to nothing after 10.  Then a probe now and
 // then spins four times the budget: long enough to outlast the wake-up of a
 // peer that sleeps too, so that two peers that both stopped spinning find
-// their way back (a win restores the full budget).  Where the peer waits is
+// their way back (a win restores the full budget).  Probes that keep missing
+// come ever more rarely, one wait in 32 down to one in 1024: on a database
+// node whose CPU its own clients keep busy the peer's answer never comes
+// within a probe, and a probe in 32 spins 2.5 us a wait (base 20 us; Table 2,
+// read-only, half the reads remote: our libraries' CPU per transaction fell
+// from 7 to 5 us with the back-off).  Where the peer waits is
 // unknown, the CPU goes to it every few looks in case it shares ours: every
 // 16th when a look is a system call, else every 64th.  Called with the VI's
 // lock held.
@@ -84,11 +89,12 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     SpinPlan plan;
     uint64_t ns = base_ns;
     const ViOps *ops = vi->nic->ops->vi;
+    ViLocal &l = vis().local(vi);
+    l.planned_probe = false;
     if (!ns || !(ops->wait_caps & kCapSpin)) return plan;
     int me = sched_getcpu();
     int peer = -1;
     if (vi->prov) peer = ops->exchange_cpu(vi, me);
-    ViLocal &l = vis().local(vi);
     plan.peer_cpu_known = peer >= 0;
     l.planned_handoff = peer >= 0 && peer == me;
     if (l.planned_handoff) {
@@ -96,7 +102,8 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
         // taught; unless hand-offs keep running nobody: the peer sleeps, or the
         // scheduler keeps the CPU here (a peer in another session's autogroup, as a
         // PostgreSQL backend is).  Then a probe now and then.
-        if (l.handoff_misses >= kHandoffMissesMax && !probe_now()) plan.peer_cpu_known = false;
+        if (l.handoff_misses >= kHandoffMissesMax && !probe_now(kProbeEvery))
+            plan.peer_cpu_known = false;
         return plan;
     }
     // A peer at work on the connection (not asleep on it) answers or gives room soon: a
@@ -116,7 +123,8 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
         !(config().spin_contended && cpu_contended())) {
         ns *= kBusyPeerFactor;
     } else if (l.spin_misses >= kSpinMissesMax) {
-        if (!probe_now()) return SpinPlan{};
+        if (!probe_now(kProbeEvery << l.probe_misses)) return SpinPlan{};
+        l.planned_probe = true;
         ns *= 4;
     } else {
         ns >>= l.spin_misses;
@@ -138,8 +146,10 @@ void spin_outcome(Vi *vi, bool won) {
     if (won) {
         l.spin_misses = 0;
         l.busy_misses = 0;
+        l.probe_misses = 0;
         return;
     }
+    if (l.planned_probe && l.probe_misses < kProbeMissesMax) ++l.probe_misses;
     if (l.planned_busy && l.busy_misses < kBusyMissesMax) ++l.busy_misses;
     if (l.spin_misses < kSpinMissesMax) ++l.spin_misses;
 }

@@ -70,6 +70,35 @@ TEST_CASE("spin policy: halving (fresh process)", "[.][spin-policy-halving]") {
     CHECK(other == 0);
     CHECK(probe >= 40);
     CHECK(probe <= 300);
+    // Probes that miss come ever more rarely: five in a row, one wait in 1024.
+    for (int missed = 0; missed < 5; ++missed) {
+        bool probed = false;
+        for (int i = 0; i < 100000 && !probed; ++i)
+            probed = budget(p.a, base).Nanoseconds == 4 * base;
+        REQUIRE(probed);
+        outcome(p.a, false);
+    }
+    zero = probe = other = 0;
+    for (int i = 0; i < 32000; ++i) {
+        VIP_UINT64 ns = budget(p.a, base).Nanoseconds;
+        (ns == 0 ? zero : ns == 4 * base ? probe : other)++;
+    }
+    INFO("after five probes that missed: no spin " << zero << ", probes " << probe);
+    CHECK(other == 0);
+    CHECK(probe >= 8);   // 31 expected
+    CHECK(probe <= 100); // one in 32 would be 1000
+    // A win restores the budget and the rate of probes.
+    outcome(p.a, true);
+    CHECK(budget(p.a, base).Nanoseconds == full);
+    for (int i = 0; i < 10; ++i) outcome(p.a, false);
+    zero = probe = other = 0;
+    for (int i = 0; i < 4000; ++i) {
+        VIP_UINT64 ns = budget(p.a, base).Nanoseconds;
+        (ns == 0 ? zero : ns == 4 * base ? probe : other)++;
+    }
+    INFO("after a win and ten misses: probes " << probe);
+    CHECK(probe >= 40);
+    CHECK(probe <= 300);
     // A miss more changes nothing; a win restores the budget.
     outcome(p.a, false);
     outcome(p.a, true);
@@ -165,7 +194,8 @@ TEST_CASE("spin policy: contended (fresh process)", "[.][spin-policy-contended]"
     vt::destroy_vi(p.b);
 }
 
-TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten, and a win restores it",
+TEST_CASE("VipViSpinBudget halves the budget per miss, probes after ten ever more rarely while "
+          "probes miss, and a win restores it",
           "[ext][spin]") {
     int status = vt::run_fresh("spin policy: halving (fresh process)", {"VIPL_SPIN_CONTENDED=0"});
     INFO(vt::status_text(status));
