@@ -45,7 +45,11 @@ namespace vipl {
 
 namespace {
 
-thread_local int t_tid = 0;
+// Initial-exec: read by every sleep and wake-up of a shareable stream, which a
+// __tls_get_addr() call per access would slow.  What holds common/ is loaded at
+// start (libvipl-db.so, the ORB transport's programs); one loaded by dlopen() finds
+// these 4 bytes in the static TLS space glibc keeps spare for such libraries.
+thread_local int t_tid __attribute__((tls_model("initial-exec"))) = 0;
 // A fork child's only thread is the one that forked, and its cached id the parent's:
 // the child would skip waking the parent's sleeper slot as its own.
 const int g_tid_reset = pthread_atfork(nullptr, nullptr, [] { t_tid = 0; });
