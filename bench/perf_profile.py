@@ -100,4 +100,3 @@ def parts_of_report(text):
         if m:
             out[part_of(m.group(2), m.group(3))] += int(m.group(1)) * PERIOD_NS
     return out
-

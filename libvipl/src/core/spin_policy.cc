@@ -89,12 +89,11 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     SpinPlan plan;
     uint64_t ns = base_ns;
     const ViOps *ops = vi->nic->ops->vi;
-    ViLocal &l = vis().local(vi);
-    l.planned_probe = false;
     if (!ns || !(ops->wait_caps & kCapSpin)) return plan;
     int me = sched_getcpu();
     int peer = -1;
     if (vi->prov) peer = ops->exchange_cpu(vi, me);
+    ViLocal &l = vis().local(vi);
     plan.peer_cpu_known = peer >= 0;
     l.planned_handoff = peer >= 0 && peer == me;
     if (l.planned_handoff) {
@@ -118,6 +117,7 @@ SpinPlan spin_plan(Vi *vi, uint64_t base_ns) {
     // budget leaves the CPU to them.  Spins that win go on (a server whose next request
     // comes within the budget: no wake-up to pay), spins that miss shrink as anywhere.
     // The CPU is looked at only here, where it decides something (a look is costly).
+    l.planned_probe = false;
     l.planned_busy = vi->prov && ops->peer_busy(vi);
     if (l.planned_busy && l.busy_misses < kBusyMissesMax &&
         !(config().spin_contended && cpu_contended())) {

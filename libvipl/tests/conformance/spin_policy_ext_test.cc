@@ -59,14 +59,26 @@ TEST_CASE("spin policy: halving (fresh process)", "[.][spin-policy-halving]") {
     outcome(p.a, true);
     CHECK(budget(p.a, base).Nanoseconds == full);
 
+    // Budgets asked for n times in a row, none reported: how many were probes (four
+    // times the base); any budget but a probe or none at all is counted in other.
+    int other = 0;
+    auto probes = [&](int n) {
+        int probe = 0;
+        other = 0;
+        for (int i = 0; i < n; ++i) {
+            VIP_UINT64 ns = budget(p.a, base).Nanoseconds;
+            if (ns == 4 * base)
+                ++probe;
+            else if (ns != 0)
+                ++other;
+        }
+        return probe;
+    };
+
     // Ten misses: mostly no spin, sometimes (one in 32 at random) a probe of four times.
     for (int i = 0; i < 10; ++i) outcome(p.a, false);
-    int zero = 0, probe = 0, other = 0;
-    for (int i = 0; i < 4000; ++i) {
-        VIP_UINT64 ns = budget(p.a, base).Nanoseconds;
-        (ns == 0 ? zero : ns == 4 * base ? probe : other)++;
-    }
-    INFO("no spin " << zero << ", probes " << probe << ", other " << other);
+    int probe = probes(4000);
+    INFO("probes " << probe << ", other " << other);
     CHECK(other == 0);
     CHECK(probe >= 40);
     CHECK(probe <= 300);
@@ -78,12 +90,8 @@ TEST_CASE("spin policy: halving (fresh process)", "[.][spin-policy-halving]") {
         REQUIRE(probed);
         outcome(p.a, false);
     }
-    zero = probe = other = 0;
-    for (int i = 0; i < 32000; ++i) {
-        VIP_UINT64 ns = budget(p.a, base).Nanoseconds;
-        (ns == 0 ? zero : ns == 4 * base ? probe : other)++;
-    }
-    INFO("after five probes that missed: no spin " << zero << ", probes " << probe);
+    probe = probes(32000);
+    INFO("after five probes that missed: probes " << probe);
     CHECK(other == 0);
     CHECK(probe >= 8);   // 31 expected
     CHECK(probe <= 100); // one in 32 would be 1000
@@ -91,11 +99,7 @@ TEST_CASE("spin policy: halving (fresh process)", "[.][spin-policy-halving]") {
     outcome(p.a, true);
     CHECK(budget(p.a, base).Nanoseconds == full);
     for (int i = 0; i < 10; ++i) outcome(p.a, false);
-    zero = probe = other = 0;
-    for (int i = 0; i < 4000; ++i) {
-        VIP_UINT64 ns = budget(p.a, base).Nanoseconds;
-        (ns == 0 ? zero : ns == 4 * base ? probe : other)++;
-    }
+    probe = probes(4000);
     INFO("after a win and ten misses: probes " << probe);
     CHECK(probe >= 40);
     CHECK(probe <= 300);
