@@ -76,6 +76,7 @@ struct Stream::Impl {
     static constexpr uint32_t kRdmaSlots = 16;         // RDMA read descriptors
     static constexpr size_t kDirectMin = 16 * 1024;    // room for a direct read
     static constexpr uint32_t kStageParts = kRtsMax;   // a part per region offered at once
+    static constexpr uint32_t kZcopyTail = 256 * 1024; // staged tail of a zero-copy write
     static constexpr uint32_t kStagePart = 512 * 1024; // bytes per part: one RDMA read each
     static constexpr uint32_t kSleepSlots = 8;         // threads asleep at once (shareable)
     // The most buffers of either kind a stream has: a peer never grants more credits
@@ -302,6 +303,15 @@ struct Stream::Impl {
     // p lies in the stage (the rts offers a part, not the caller's memory).
     bool staged(const std::byte *p) const {
         return stage && p >= stage && p < stage + size_t{kStagePart} * kStageParts;
+    }
+    // The tail of a zero-copy write that goes through the stage instead (at most a
+    // quarter of it): kZcopyTail above, 0 when the peer waits on this CPU (stream_zcopy.cc).
+    size_t zcopy_tail(size_t size);
+    // Regions of the caller's memory offered and not done.
+    bool zcopy_offered() const {
+        for (uint32_t i = 0; i < offered_n; ++i)
+            if (offered[(offered_head + i) % kRtsMax] < 0) return true;
+        return false;
     }
     // An rts goes out (part or -1), the peer is done with the oldest (rts-done).
     void offered_push(int part);

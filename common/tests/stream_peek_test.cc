@@ -131,5 +131,7 @@ TEST_CASE("stream: peek at a zero-copy write takes it through the receive buffer
     CHECK(p.server.readable_bytes() == n);
     CHECK(vt::read_pattern(p.server, kBig, 4) == kBig);
     writer.join();
-    CHECK(p.client.counters().bytes_zcopy == kBig);
+    // A zero-copy write may stage its tail (a reader on another CPU: stream_zcopy.cc).
+    CHECK(p.client.counters().bytes_zcopy >= kBig * 3 / 4);
+    CHECK(p.client.counters().bytes_zcopy + p.client.counters().bytes_staged == kBig);
 }

@@ -376,6 +376,16 @@ VIP_RETURN VipViSpinBudget(IN VIP_VI_HANDLE ViHandle, IN VIP_UINT64 BaseNanoseco
  */
 VIP_RETURN VipViSpinOutcome(IN VIP_VI_HANDLE ViHandle, IN VIP_BOOLEAN Won);
 
+/*
+ * The CPU the peer last waited on over this connection (its last spin or sleep), for
+ * a caller whose choice depends on whether the two ends share a CPU: *PeerCpu is -1
+ * when the transport does not tell (tcp) or the peer has not waited yet.  Publishes
+ * the caller's present CPU to the peer in turn, as VipViSpinBudget does.  Returns
+ * VIP_SUCCESS, VIP_INVALID_PARAMETER.  Child, signal and thread rules as
+ * VipViSpinBudget.
+ */
+VIP_RETURN VipQueryViPeerCpu(IN VIP_VI_HANDLE ViHandle, OUT int *PeerCpu);
+
 /* ---------------------------------------------------------- inline sends */
 
 /*

@@ -13,6 +13,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -152,6 +153,13 @@ VIP_RETURN VipViSpinBudget(VIP_VI_HANDLE ViHandle, VIP_UINT64 BaseNanoseconds,
 VIP_RETURN VipViSpinOutcome(VIP_VI_HANDLE ViHandle, VIP_BOOLEAN Won) {
     return locked_vi_call(ViHandle, true, [&](Vi *vi) {
         spin_outcome(vi, Won != VIP_FALSE);
+        return VIP_SUCCESS;
+    });
+}
+
+VIP_RETURN VipQueryViPeerCpu(VIP_VI_HANDLE ViHandle, int *PeerCpu) {
+    return locked_vi_call(ViHandle, PeerCpu != nullptr, [&](Vi *vi) {
+        *PeerCpu = vi->prov ? vi->nic->ops->vi->exchange_cpu(vi, sched_getcpu()) : -1;
         return VIP_SUCCESS;
     });
 }

@@ -222,3 +222,35 @@ TEST_CASE("VipViSpinBudget: while other tasks wait for the CPU a peer at work ea
         CHECK(status == 0);
     }
 }
+
+TEST_CASE("VipQueryViPeerCpu: where the peer last asked or waited, where the transport tells",
+          "[ext][spin]") {
+    std::string device = VT_DEVICE();
+    vt::Nic na(device), nb(device);
+    vt::Pair p = vt::connect_pair(na, nb, vt::vi_attrs(na), vt::vi_attrs(nb));
+    // One CPU for the whole case: what a call publishes is the caller's CPU then.
+    cpu_set_t saved, one;
+    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    const int cpu = sched_getcpu();
+    REQUIRE(cpu >= 0);
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+    int a = -2, b = -2;
+    REQUIRE(VipQueryViPeerCpu(p.a, &a) == VIP_SUCCESS); // a's end publishes cpu
+    REQUIRE(VipQueryViPeerCpu(p.b, &b) == VIP_SUCCESS);
+    // shm exchanges the CPUs (the spin policy's hand-offs need them); tcp cannot.
+    const bool tells = device.starts_with("shm");
+    CHECK(b == (tells ? cpu : -1));
+    REQUIRE(VipQueryViPeerCpu(p.a, &a) == VIP_SUCCESS);
+    CHECK(a == (tells ? cpu : -1));
+    sched_setaffinity(0, sizeof saved, &saved);
+
+    CHECK(VipQueryViPeerCpu(p.a, nullptr) == VIP_INVALID_PARAMETER);
+    CHECK(VipQueryViPeerCpu(nullptr, &a) == VIP_INVALID_PARAMETER);
+    for (VIP_PVOID h : vt::garbage_handles(50))
+        CHECK(VipQueryViPeerCpu(h, &a) == VIP_INVALID_PARAMETER);
+    vt::destroy_vi(p.a);
+    vt::destroy_vi(p.b);
+    CHECK(VipQueryViPeerCpu(p.a, &a) == VIP_INVALID_PARAMETER);
+}

@@ -43,6 +43,18 @@ TEST_CASE("shm spin budget: CPUs (fresh process)", "[.][spin-cpu-fresh]") {
     REQUIRE(VipViSpinBudget(p.b, base, &b) == VIP_SUCCESS);
     CHECK(b.PeerCpuKnown == VIP_TRUE);
     CHECK(b.Nanoseconds == 4 * base);
+    // VipQueryViPeerCpu reads the same exchange: a said CPU 1, b CPU 0.
+    int cpu = -2;
+    REQUIRE(VipQueryViPeerCpu(p.b, &cpu) == VIP_SUCCESS);
+    CHECK(cpu == 1);
+    REQUIRE(pin(1));
+    REQUIRE(VipQueryViPeerCpu(p.a, &cpu) == VIP_SUCCESS); // a says 1, reads b's 0
+    CHECK(cpu == 0);
+    REQUIRE(VipQueryViPeerCpu(p.b, &cpu) == VIP_SUCCESS); // b says 1 now, reads a's 1
+    CHECK(cpu == 1);
+    REQUIRE(VipViSpinBudget(p.a, base, &a) == VIP_SUCCESS); // both wait on CPU 1
+    CHECK(a.PeerCpuKnown == VIP_TRUE);
+    CHECK(a.Nanoseconds == 0);
 
     sched_setaffinity(0, sizeof saved, &saved);
     vt::destroy_vi(p.a);
