@@ -127,6 +127,81 @@ TEST_CASE("stream: a blocking zero-copy write stages its tail for a reader on an
     }
 }
 
+TEST_CASE("stream: a zero-copy writer dies with a tail staged: the reader gets an error, no "
+          "bad byte") {
+    REQUIRE(sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+    std::string base = CT_PROVIDER();
+    auto l = vt::bind_free(base);
+    vipl::StreamOptions o;
+    o.spin_us = 0; // with the reader on the other CPU, every write stages its tail (shm)
+    int pid = vt::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
+        if (!pin_thread(0)) return 3;
+        std::error_code ec;
+        std::vector<std::byte> buf(1 << 20);
+        for (uint64_t off = 0; !ec; off += buf.size()) {
+            vt::fill(buf.data(), buf.size(), off, 35);
+            s.write(buf, ec); // killed in here, or between two writes
+        }
+        return 0;
+    });
+    cpu_set_t saved;
+    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    REQUIRE(pin_thread(1));
+    auto s = vt::accept_one(l);
+    std::error_code ec;
+    std::vector<std::byte> buf(1 << 20);
+    uint64_t got = 0;
+    bool killed = false;
+    auto t0 = vipl::Clock::now();
+    while (!ec && vipl::Clock::now() - t0 < 15s) {
+        if (!killed && got >= (8u << 20)) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        size_t n = s.read(buf, ec); // no deadline: regions and tails straight into buf
+        if (vt::check(buf.data(), n, got, 35) >= 0) FAIL("bad byte after " << got);
+        got += n;
+    }
+    sched_setaffinity(0, sizeof saved, &saved);
+    CHECK(killed);
+    CHECK(ec == std::errc::connection_reset);
+    vt::wait_child(pid);
+}
+
+TEST_CASE("stream: a reader dies with a zero-copy tail staged: the writer fails, never hangs") {
+    REQUIRE(sysconf(_SC_NPROCESSORS_ONLN) >= 2);
+    std::string base = CT_PROVIDER();
+    vipl::StreamOptions o;
+    o.spin_us = 0;
+    auto l = vt::bind_free(base, o);
+    int pid = vt::spawn_client(l.uri(), {}, [&](vipl::Stream &s) {
+        if (!pin_thread(1)) return 3;
+        std::error_code ec;
+        std::byte one{};
+        if (s.read({&one, 1}, ec) != 1) return 4; // a wait: the writer knows our CPU
+        std::vector<std::byte> buf(900 * 1024);
+        s.read(buf, ec); // into the first region, its tail staged
+        raise(SIGKILL);
+        return 0;
+    });
+    cpu_set_t saved;
+    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    REQUIRE(pin_thread(0));
+    auto s = vt::accept_one(l);
+    std::this_thread::sleep_for(100ms);
+    std::error_code ec;
+    const std::byte one{1};
+    CHECK(s.write({&one, 1}, ec) == 1);
+    std::vector<std::byte> buf(1 << 20);
+    auto t0 = vipl::Clock::now();
+    for (int i = 0; i < 200 && !ec; ++i) s.write(buf, ec); // zero copy: no deadline
+    sched_setaffinity(0, sizeof saved, &saved);
+    CHECK((ec == std::errc::connection_reset || ec == std::errc::broken_pipe));
+    CHECK((s.counters().bytes_staged > 0) == base.starts_with("vipl+shm"));
+    CHECK(vipl::Clock::now() - t0 < 15s);
+    CHECK(vt::wait_child(pid) == 128 + SIGKILL);
+}
+
 TEST_CASE("stream: deadlines and non-blocking writes copy while zcopy_threshold 0 never goes "
           "zero-copy") {
     std::string base = CT_PROVIDER();
