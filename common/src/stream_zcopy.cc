@@ -38,11 +38,11 @@ void fill_read(VIP_DESCRIPTOR *d, uint64_t raddr, VIP_MEM_HANDLE rmh, void *loca
 // nor where nothing overlaps: a peer waiting on this CPU (the copy is all cost: 0.8x).
 size_t Stream::Impl::zcopy_tail(size_t size) {
     size_t want = std::min<size_t>(kZcopyTail, size / 4);
-    if (!want || (opt.spin_us && won_last_) || !stage_wanted(want)) return 0;
+    if (!want || (opt.spin_us && won_last_)) return 0;
     int peer = -1;
     if (VipQueryViPeerCpu(vi, &peer) == VIP_SUCCESS && peer >= 0 && peer == sched_getcpu())
         return 0;
-    return want;
+    return stage_wanted(want) ? want : 0; // makes the stage at the first one
 }
 
 std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error_code &ec) {
