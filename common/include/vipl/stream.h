@@ -75,11 +75,11 @@ struct StreamOptions {
     // A blocking write without deadline of at least this many bytes is not copied: the
     // peer reads it from the caller's memory (RDMA read), straight into its program's
     // buffer when that is a blocking read without deadline; 0 never does.  Such a write
-    // returns once the peer has taken every byte (see write()); but where the stage
-    // (stage_threshold) is used, a write that would sleep for the peer, to a peer on
-    // another CPU, stages its last quarter, up to 256 KiB, while the peer reads the rest,
-    // and returns once the peer took that rest: the peer's next read then finds the next
-    // write offered (a blocking 1 MiB stream on shm moved 1.3-1.6x more).  Measured on shm it pays
+    // returns once the peer has taken every byte (see write()).  Where the stage is used
+    // (stage_threshold), a write that would sleep, to a peer waiting on another CPU,
+    // stages its last quarter, up to 256 KiB, while the peer reads the rest, and returns
+    // once the peer took that rest: the peer's next read finds the next write offered (a
+    // blocking 1 MiB stream on shm moved 1.3-1.4x more).  Measured on shm zero copy pays
     // from about 256 KiB; on tcp it does not (common/README.md).  A shareable stream
     // never writes zero copy (0 in its options()), and asks its peer for none: it reads
     // what a peer writes through its own receive buffers.
