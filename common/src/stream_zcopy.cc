@@ -79,9 +79,7 @@ std::size_t Stream::Impl::write_zcopy(std::span<const std::byte> buf, std::error
         // progress() inside the wait posts what credits and kRtsMax allow.
         auto moved = [&] {
             return t.broken || pullable() ||
-                   (n < head     ? !t.free_slots.empty()
-                    : unposted() ? false
-                                 : stage_room());
+                   (n < head ? !t.free_slots.empty() : !unposted() && stage_room());
         };
         if (pullable())
             pull_regions();

@@ -168,6 +168,34 @@ uint64_t read_checked(vipl::Stream &s, uint64_t total, uint32_t seed, ReadHow ho
     return off;
 }
 
+int write_pattern_until_error(vipl::Stream &s, size_t chunk, uint32_t seed) {
+    std::error_code ec;
+    std::vector<std::byte> buf(chunk);
+    for (uint64_t off = 0; !ec; off += buf.size()) {
+        fill(buf.data(), buf.size(), off, seed);
+        s.write(buf, ec); // killed in here, or between two writes
+    }
+    return 0;
+}
+
+KilledWriter read_killing_writer(vipl::Stream &s, int pid, uint64_t kill_after, uint32_t seed,
+                                 size_t buf_size) {
+    KilledWriter r;
+    std::vector<std::byte> buf(buf_size);
+    uint64_t got = 0;
+    auto t0 = vipl::Clock::now();
+    while (!r.ec && vipl::Clock::now() - t0 < std::chrono::seconds(15)) {
+        if (!r.killed && got >= kill_after) {
+            kill(pid, SIGKILL);
+            r.killed = true;
+        }
+        size_t n = s.read(buf, r.ec); // no deadline: regions straight into buf
+        if (check(buf.data(), n, got, seed) >= 0) FAIL("bad byte after " << got);
+        got += n;
+    }
+    return r;
+}
+
 void *map(size_t bytes) {
     void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     REQUIRE(p != MAP_FAILED);

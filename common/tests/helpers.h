@@ -72,6 +72,19 @@ enum class ReadHow {
 uint64_t read_checked(vipl::Stream &s, uint64_t total, uint32_t seed, ReadHow how, size_t buf_size,
                       std::error_code *ec = nullptr);
 
+// A writer that is killed mid-stream: writes pattern `seed` in blocking writes of `chunk`
+// bytes, no deadline, until one fails; returns 0 (the child's exit code).
+int write_pattern_until_error(vipl::Stream &s, size_t chunk, uint32_t seed);
+// The reader of such a writer: reads pattern `seed` in blocking reads of buf_size bytes,
+// no deadline, until an error or 15 s, and SIGKILLs `pid` once `kill_after` bytes came.
+// A wrong byte fails the test.
+struct KilledWriter {
+    bool killed = false;
+    std::error_code ec; // the read's error that ended it
+};
+KilledWriter read_killing_writer(vipl::Stream &s, int pid, uint64_t kill_after, uint32_t seed,
+                                 size_t buf_size);
+
 // Anonymous MAP_SHARED memory, zeroed.
 void *map(size_t bytes);
 void unmap(void *p, size_t bytes);

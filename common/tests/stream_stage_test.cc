@@ -148,32 +148,13 @@ TEST_CASE("stream: a writer dies with parts staged: the reader gets an error, no
     auto l = vt::bind_free(base);
     vipl::StreamOptions o;
     o.zcopy_threshold = 0; // every write copied: staged on shm
-    int pid = vt::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
-        std::error_code ec;
-        std::vector<std::byte> buf(1 << 20);
-        for (uint64_t off = 0; !ec; off += buf.size()) {
-            vt::fill(buf.data(), buf.size(), off, 33);
-            s.write(buf, ec); // killed in here, or between two writes
-        }
-        return 0;
-    });
+    int pid = vt::spawn_client(
+        l.uri(), o, [&](vipl::Stream &s) { return vt::write_pattern_until_error(s, 1 << 20, 33); });
     auto s = vt::accept_one(l);
-    std::error_code ec;
-    std::vector<std::byte> buf(256 * 1024);
-    uint64_t got = 0;
-    bool killed = false;
-    auto t0 = vipl::Clock::now();
-    while (!ec && vipl::Clock::now() - t0 < 15s) {
-        if (!killed && got >= (8u << 20)) {
-            kill(pid, SIGKILL);
-            killed = true;
-        }
-        size_t n = s.read(buf, ec); // no deadline: parts straight into buf
-        if (vt::check(buf.data(), n, got, 33) >= 0) FAIL("bad byte after " << got);
-        got += n;
-    }
-    CHECK(killed);
-    CHECK(ec == std::errc::connection_reset);
+    // No deadline: parts straight into the reader's buffer.
+    vt::KilledWriter r = vt::read_killing_writer(s, pid, 8u << 20, 33, 256 * 1024);
+    CHECK(r.killed);
+    CHECK(r.ec == std::errc::connection_reset);
     vt::wait_child(pid);
 }
 

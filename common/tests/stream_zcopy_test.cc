@@ -38,6 +38,17 @@ bool pin_thread(int cpu) {
     return sched_setaffinity(0, sizeof set, &set) == 0 && sched_getcpu() == cpu;
 }
 
+// The calling thread pinned to `cpu` while in scope (ok: it is), then as it was.
+struct Pinned {
+    cpu_set_t saved;
+    bool had = sched_getaffinity(0, sizeof saved, &saved) == 0;
+    bool ok;
+    explicit Pinned(int cpu) : ok(had && pin_thread(cpu)) {}
+    ~Pinned() {
+        if (had) sched_setaffinity(0, sizeof saved, &saved);
+    }
+};
+
 } // namespace
 
 TEST_CASE("stream: large writes go zero-copy in order with buffered bytes") {
@@ -84,9 +95,8 @@ TEST_CASE("stream: a blocking zero-copy write stages its tail for a reader on an
     std::string base = CT_PROVIDER();
     const bool apart = GENERATE(true, false);
     INFO(base << (apart ? ", reader on another CPU" : ", reader on the writer's CPU"));
-    cpu_set_t saved;
-    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
-    REQUIRE(pin_thread(0));
+    Pinned here(0);
+    REQUIRE(here.ok);
     vipl::StreamOptions o;
     o.spin_us = 0; // every wait sleeps: no spin that wins
     auto p = vt::connect_pair(base, o);
@@ -112,7 +122,6 @@ TEST_CASE("stream: a blocking zero-copy write stages its tail for a reader on an
     }
     CHECK(!ec);
     reader.join();
-    sched_setaffinity(0, sizeof saved, &saved);
     REQUIRE(pinned);
     CHECK(got == kWrite * kWrites);
     vipl::StreamCounters c = p.client.counters();
@@ -135,36 +144,15 @@ TEST_CASE("stream: a zero-copy writer dies with a tail staged: the reader gets a
     vipl::StreamOptions o;
     o.spin_us = 0; // with the reader on the other CPU, every write stages its tail (shm)
     int pid = vt::spawn_client(l.uri(), o, [&](vipl::Stream &s) {
-        if (!pin_thread(0)) return 3;
-        std::error_code ec;
-        std::vector<std::byte> buf(1 << 20);
-        for (uint64_t off = 0; !ec; off += buf.size()) {
-            vt::fill(buf.data(), buf.size(), off, 35);
-            s.write(buf, ec); // killed in here, or between two writes
-        }
-        return 0;
+        return pin_thread(0) ? vt::write_pattern_until_error(s, 1 << 20, 35) : 3;
     });
-    cpu_set_t saved;
-    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
-    REQUIRE(pin_thread(1));
+    Pinned here(1);
+    REQUIRE(here.ok);
     auto s = vt::accept_one(l);
-    std::error_code ec;
-    std::vector<std::byte> buf(1 << 20);
-    uint64_t got = 0;
-    bool killed = false;
-    auto t0 = vipl::Clock::now();
-    while (!ec && vipl::Clock::now() - t0 < 15s) {
-        if (!killed && got >= (8u << 20)) {
-            kill(pid, SIGKILL);
-            killed = true;
-        }
-        size_t n = s.read(buf, ec); // no deadline: regions and tails straight into buf
-        if (vt::check(buf.data(), n, got, 35) >= 0) FAIL("bad byte after " << got);
-        got += n;
-    }
-    sched_setaffinity(0, sizeof saved, &saved);
-    CHECK(killed);
-    CHECK(ec == std::errc::connection_reset);
+    // No deadline: regions and tails straight into the reader's buffer.
+    vt::KilledWriter r = vt::read_killing_writer(s, pid, 8u << 20, 35, 1 << 20);
+    CHECK(r.killed);
+    CHECK(r.ec == std::errc::connection_reset);
     vt::wait_child(pid);
 }
 
@@ -184,9 +172,8 @@ TEST_CASE("stream: a reader dies with a zero-copy tail staged: the writer fails,
         raise(SIGKILL);
         return 0;
     });
-    cpu_set_t saved;
-    REQUIRE(sched_getaffinity(0, sizeof saved, &saved) == 0);
-    REQUIRE(pin_thread(0));
+    Pinned here(0);
+    REQUIRE(here.ok);
     auto s = vt::accept_one(l);
     std::this_thread::sleep_for(100ms);
     std::error_code ec;
@@ -195,7 +182,6 @@ TEST_CASE("stream: a reader dies with a zero-copy tail staged: the writer fails,
     std::vector<std::byte> buf(1 << 20);
     auto t0 = vipl::Clock::now();
     for (int i = 0; i < 200 && !ec; ++i) s.write(buf, ec); // zero copy: no deadline
-    sched_setaffinity(0, sizeof saved, &saved);
     CHECK((ec == std::errc::connection_reset || ec == std::errc::broken_pipe));
     CHECK((s.counters().bytes_staged > 0) == base.starts_with("vipl+shm"));
     CHECK(vipl::Clock::now() - t0 < 15s);
